@@ -1,0 +1,159 @@
+"""Tasks and task sources (JSONL, JSON, a list of dicts, a Hugging Face ``datasets.Dataset``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aworld_gym.core.errors import TaskError
+
+# Field names accepted for each Task attribute, in order of preference (ours, GAIA's, HumanEval's, common).
+_ID_KEYS = ("id", "task_id")
+_PROMPT_KEYS = ("prompt", "question", "Question", "instruction")
+_ANSWER_KEYS = ("answer", "Final answer", "final_answer", "ground_truth")
+_FILES_KEYS = ("files", "file_paths")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: what the agent is asked, the hidden answer, attachments and anything else.
+
+    Attributes:
+        id: unique id within its source.
+        prompt: the text shown to the agent on reset.
+        answer: the hidden reference answer (``None`` when unknown, e.g. a test split).
+        files: paths of attachments the tools may read.
+        metadata: everything else (level, tests, entry points, ...).
+    """
+
+    id: str
+    prompt: str
+    answer: Any = None
+    files: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any], index: int = 0) -> Task:
+        """Build a task from a dict with ``id/task_id``, ``prompt/question``, ``answer``, ``files``, ``metadata``."""
+        if not isinstance(row, Mapping):
+            raise TaskError(f"task #{index}: expected a JSON object, got {type(row).__name__}")
+        prompt = _first(row, _PROMPT_KEYS)
+        if not isinstance(prompt, str) or not prompt:
+            raise TaskError(f"task #{index}: needs a non-empty 'prompt' (or 'question') string; keys: {sorted(row)}")
+        task_id = _first(row, _ID_KEYS)
+        task_id = str(index) if task_id is None else str(task_id)
+        files = _first(row, _FILES_KEYS) or ()
+        if isinstance(files, str):
+            files = (files,)
+        if not isinstance(files, Sequence) or not all(isinstance(f, str) for f in files):
+            raise TaskError(f"task {task_id!r}: 'files' must be a list of paths")
+        known = {*_ID_KEYS, *_PROMPT_KEYS, *_ANSWER_KEYS, *_FILES_KEYS, "metadata"}
+        metadata = dict(row.get("metadata") or {})
+        metadata.update({k: v for k, v in row.items() if k not in known})
+        return cls(id=task_id, prompt=prompt, answer=_first(row, _ANSWER_KEYS), files=tuple(files), metadata=metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "prompt": self.prompt,
+            "answer": self.answer,
+            "files": list(self.files),
+            "metadata": dict(self.metadata),
+        }
+
+
+def _first(row: Mapping[str, Any], keys: Iterable[str]) -> Any:
+    for k in keys:
+        if k in row and row[k] is not None:
+            return row[k]
+    return None
+
+
+TaskSpec = str | Path | Sequence[Mapping[str, Any] | Task] | Any
+
+
+class TaskSource:
+    """An ordered, indexable collection of tasks with unique ids."""
+
+    def __init__(self, tasks: Iterable[Task]) -> None:
+        self._tasks = list(tasks)
+        if not self._tasks:
+            raise TaskError("the task source is empty: give at least one task")
+        self._by_id: dict[str, int] = {}
+        for i, t in enumerate(self._tasks):
+            if t.id in self._by_id:
+                raise TaskError(f"duplicate task id {t.id!r} (tasks #{self._by_id[t.id]} and #{i})")
+            self._by_id[t.id] = i
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __getitem__(self, index: int) -> Task:
+        return self._tasks[index]
+
+    def __iter__(self):
+        return iter(self._tasks)
+
+    def index_of(self, task_id: str) -> int:
+        try:
+            return self._by_id[str(task_id)]
+        except KeyError:
+            sample = ", ".join(list(self._by_id)[:5])
+            raise TaskError(f"no task with id {task_id!r} ({len(self)} tasks; first ids: {sample})") from None
+
+    def get(self, task_id: str) -> Task:
+        return self._tasks[self.index_of(task_id)]
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self._tasks]
+
+
+def load_tasks(spec: TaskSpec) -> TaskSource:
+    """Load tasks from a JSONL/JSON path, a list of dicts/Tasks, a ``datasets.Dataset`` or a TaskSource."""
+    if isinstance(spec, TaskSource):
+        return spec
+    if isinstance(spec, str | Path):
+        return TaskSource(_read_path(Path(spec).expanduser()))
+    if _is_hf_dataset(spec):
+        return TaskSource(Task.from_dict(row, i) for i, row in enumerate(spec))
+    if isinstance(spec, Sequence) and not isinstance(spec, str | bytes):
+        return TaskSource(t if isinstance(t, Task) else Task.from_dict(t, i) for i, t in enumerate(spec))
+    raise TaskError(
+        f"tasks must be a .jsonl/.json path, a list of dicts, or a datasets.Dataset; got {type(spec).__name__}"
+    )
+
+
+def _is_hf_dataset(obj: Any) -> bool:
+    return hasattr(obj, "column_names") and hasattr(obj, "features") and hasattr(obj, "__getitem__")
+
+
+def _read_path(path: Path) -> list[Task]:
+    if not path.exists():
+        raise TaskError(f"task file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise TaskError(f"{str(path)!r} is a folder; give a .jsonl or .json task file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        if isinstance(rows, dict) and "tasks" in rows:
+            rows = rows["tasks"]
+        if not isinstance(rows, list):
+            raise TaskError(f"{path}: expected a JSON list of task objects")
+        return [Task.from_dict(r, i) for i, r in enumerate(rows)]
+    tasks = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        tasks.append(Task.from_dict(row, len(tasks)))
+    return tasks

@@ -1,0 +1,186 @@
+"""AWorld-style ``mcp_config`` parsing.
+
+::
+
+    {"mcpServers": {
+        "gaia_server": {"type": "streamable-http", "url": "https://.../mcp", "timeout": 600,
+                        "sse_read_timeout": 600, "headers": {"Authorization": "Bearer ..."}},
+        "local_tool":  {"command": "python", "args": ["server.py"], "env": {}, "cwd": "."}}}
+
+``type`` is ``stdio`` (the default when absent), ``sse`` or ``streamable-http``. In-process MCP server objects
+(``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``) may be given as values too, or through
+``servers={"name": obj}``; a zero-argument callable that returns such an object (a server factory) works
+everywhere an object does, and survives ``gym.make``'s deep copy of its kwargs. ``reset_tool`` (our extension) names a tool the env calls at every reset; it is
+hidden from the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from aworld_gym.core.errors import ConfigError
+
+Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
+_TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
+          "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
+_KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
+               "reset_tool", "server", "disabled", "description"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One MCP server to connect to.
+
+    Attributes:
+        name: the key in ``mcpServers``; used to qualify clashing tool names.
+        type: transport.
+        command, args, env, cwd: how to launch a stdio server.
+        url, headers: where to reach an HTTP (``streamable-http`` or ``sse``) server.
+        timeout: per-call timeout in seconds for this server's tools (``None``: the hub's default).
+        sse_read_timeout: how long an SSE stream may stay silent.
+        server: an in-process server object.
+        reset_tool: a tool called at every env reset (hidden from the agent).
+    """
+
+    name: str
+    type: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    sse_read_timeout: float | None = None
+    server: Any = None
+    reset_tool: str | None = None
+
+
+def _is_server_object(obj: Any) -> bool:
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    return isinstance(obj, Server | MCPServer)
+
+
+def parse_mcp_config(
+    config: Mapping[str, Any] | str | Path | None = None, servers: Mapping[str, Any] | None = None
+) -> list[ServerSpec]:
+    """Turn an ``mcp_config`` (dict, JSON text or a JSON file path) plus in-process servers into specs."""
+    raw = _load(config)
+    entries = raw.get("mcpServers", raw.get("mcp_servers"))
+    if entries is None:
+        if raw:
+            raise ConfigError('mcp_config must have an "mcpServers" object: {"mcpServers": {"name": {...}}}')
+        entries = {}
+    if not isinstance(entries, Mapping):
+        raise ConfigError('"mcpServers" must map server names to server objects')
+    specs = [_spec(name, entry) for name, entry in entries.items() if not _disabled(entry)]
+    for name, obj in (servers or {}).items():
+        obj = _resolve_factory(obj)
+        if not _is_server_object(obj):
+            raise ConfigError(f"servers[{name!r}] must be an MCPServer or mcp.server.Server, got {type(obj).__name__}")
+        specs.append(ServerSpec(name=name, type="inprocess", server=obj))
+    names = [s.name for s in specs]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise ConfigError(f"server names must be unique; repeated: {sorted(dupes)}")
+    if not specs:
+        raise ConfigError("no MCP servers configured: pass mcp_config={'mcpServers': {...}} or servers={...}")
+    return specs
+
+
+def _resolve_factory(obj: Any) -> Any:
+    """Call a server factory (a callable that is not itself a server object)."""
+    if callable(obj) and not _is_server_object(obj) and not isinstance(obj, type | Mapping):
+        return obj()
+    return obj
+
+
+def _disabled(entry: Any) -> bool:
+    return isinstance(entry, Mapping) and bool(entry.get("disabled"))
+
+
+def _load(config: Mapping[str, Any] | str | Path | None) -> Mapping[str, Any]:
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return config
+    if isinstance(config, Path) or (isinstance(config, str) and not config.lstrip().startswith("{")):
+        path = Path(config).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"mcp_config file {str(path)!r} does not exist")
+        config = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(config)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"mcp_config is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError("mcp_config must be a JSON object")
+    return data
+
+
+def _spec(name: str, entry: Any) -> ServerSpec:
+    if not isinstance(name, str) or not name:
+        raise ConfigError("server names must be non-empty strings")
+    entry = _resolve_factory(entry)
+    if _is_server_object(entry):
+        return ServerSpec(name=name, type="inprocess", server=entry)
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"mcpServers[{name!r}] must be an object, got {type(entry).__name__}")
+    unknown = set(entry) - _KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"mcpServers[{name!r}]: unknown keys {sorted(unknown)}; known: {sorted(_KNOWN_KEYS)}")
+    kind = entry.get("type") or ("inprocess" if entry.get("server") is not None else "stdio")
+    if kind not in _TYPES:
+        raise ConfigError(f"mcpServers[{name!r}]: type {kind!r} is not one of stdio, sse, streamable-http")
+    kind = _TYPES[kind]
+    timeout = _positive(name, "timeout", entry.get("timeout"))
+    common: dict[str, Any] = {
+        "name": name,
+        "type": kind,
+        "timeout": timeout,
+        "sse_read_timeout": _positive(name, "sse_read_timeout", entry.get("sse_read_timeout")),
+        "reset_tool": entry.get("reset_tool"),
+    }
+    if kind == "stdio":
+        command = entry.get("command")
+        if not isinstance(command, str) or not command:
+            raise ConfigError(f"mcpServers[{name!r}]: a stdio server needs a 'command' (e.g. \"python\")")
+        args = entry.get("args") or []
+        if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"mcpServers[{name!r}]: 'args' must be a list of strings")
+        env = entry.get("env") or {}
+        if not isinstance(env, Mapping):
+            raise ConfigError(f"mcpServers[{name!r}]: 'env' must be an object of strings")
+        return ServerSpec(
+            command=command,
+            args=tuple(args),
+            env={str(k): str(v) for k, v in env.items()},
+            cwd=entry.get("cwd"),
+            **common,
+        )
+    if kind == "inprocess":
+        server = _resolve_factory(entry.get("server"))
+        if not _is_server_object(server):
+            raise ConfigError(f"mcpServers[{name!r}]: an inprocess server needs 'server': an MCPServer object")
+        return ServerSpec(server=server, **common)
+    url = entry.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"mcpServers[{name!r}]: a {kind} server needs an http(s) 'url'")
+    headers = entry.get("headers") or {}
+    if not isinstance(headers, Mapping):
+        raise ConfigError(f"mcpServers[{name!r}]: 'headers' must be an object of strings")
+    return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, **common)
+
+
+def _positive(name: str, key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"mcpServers[{name!r}]: {key!r} must be a positive number of seconds")
+    return float(value)

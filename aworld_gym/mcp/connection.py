@@ -1,0 +1,170 @@
+"""One live MCP session to one server, owned by a task on the background loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import tempfile
+from typing import Any
+
+from aworld_gym.core.errors import ServerError
+from aworld_gym.mcp.config import ServerSpec
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+
+class Connection:
+    """Opens a ``mcp.Client`` for a :class:`ServerSpec` and keeps it open until :meth:`stop`.
+
+    The client's async context is entered and exited by one long-lived task (anyio requires that), so calls
+    made from other tasks on the same loop share the one session.
+    """
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.client: Any = None
+        self.tools: list[Any] = []
+        self.alive = False
+        self.generation = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last characters the (stdio) server wrote to stderr."""
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0, 2)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _transport(self) -> tuple[Any, list[Any]]:
+        """Return (what Client() takes, extra async contexts to close after the client)."""
+        spec = self.spec
+        if spec.type == "inprocess":
+            return spec.server, []
+        if spec.type == "stdio":
+            from mcp import StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            params = StdioServerParameters(
+                command=spec.command or "", args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd
+            )
+            return stdio_client(params, errlog=self._stderr), []
+        import httpx2
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
+        if spec.type == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(
+                spec.url or "",
+                headers=dict(spec.headers) or None,
+                timeout=spec.timeout or 30.0,
+                sse_read_timeout=spec.sse_read_timeout or 300.0,
+            ), []
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = create_mcp_http_client(headers=dict(spec.headers) or None, timeout=timeout)
+        return streamable_http_client(spec.url or "", http_client=http), [http]
+
+    async def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Connect and list the server's tools; raise :class:`ServerError` with the reason on failure."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run(ready, self._stop), name=f"mcp-{self.spec.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except TimeoutError:
+            await self.stop()
+            raise ServerError(self._describe(f"did not finish connecting within {timeout:.0f} s")) from None
+        except ServerError:
+            await self.stop()
+            raise
+        self.generation += 1
+
+    async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        from mcp import Client
+
+        try:
+            transport, extras = self._transport()
+            async with contextlib.AsyncExitStack() as stack:
+                for extra in extras:
+                    await stack.enter_async_context(extra)
+                client = await stack.enter_async_context(Client(transport))
+                self.tools = await _list_all_tools(client)
+                self.client = client
+                self.alive = True
+                ready.set_result(None)
+                await stop.wait()
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.set_exception(ServerError(self._describe("connection was cancelled")))
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(ServerError(self._describe(f"failed to start: {type(exc).__name__}: {exc}")))
+            else:
+                logger.warning("MCP server %r connection ended: %r", self.spec.name, exc)
+        finally:
+            self.alive = False
+            self.client = None
+
+    def _describe(self, what: str) -> str:
+        spec = self.spec
+        where = {
+            "stdio": f"command {spec.command!r} {list(spec.args)}",
+            "inprocess": "in-process server",
+        }.get(spec.type, f"url {spec.url!r}")
+        msg = f"MCP server {spec.name!r} ({spec.type}, {where}) {what}"
+        tail = self.stderr_tail()
+        if tail:
+            msg += f"\n--- server stderr (tail) ---\n{tail}"
+        return msg
+
+    def mark_dead(self) -> None:
+        self.alive = False
+
+    async def stop(self) -> None:
+        """Close the session (for stdio: stop the process and its process group). Safe to call twice."""
+        task, self._task = self._task, None
+        self.alive = False
+        if self._stop is not None:
+            self._stop.set()
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
+            except (TimeoutError, Exception):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(task, 5.0)
+
+    def close_log(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stderr.close()
+
+
+async def _list_all_tools(client: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def python_executable() -> str:
+    """The interpreter that runs our own stdio servers."""
+    return sys.executable

@@ -1,0 +1,55 @@
+import json
+
+import pytest
+
+from aworld_gym.core.errors import TaskError
+from aworld_gym.core.task import Task, load_tasks
+
+
+def test_jsonl_json_and_dicts(tmp_path):
+    rows = [{"task_id": "a", "Question": "q1", "Final answer": "1", "Level": 2}, {"prompt": "q2", "answer": "2"}]
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    src = load_tasks(p)
+    assert src.ids == ["a", "1"]
+    assert src.get("a").metadata["Level"] == 2 and src.get("a").answer == "1"
+    j = tmp_path / "t.json"
+    j.write_text(json.dumps(rows))
+    assert load_tasks(str(j)).ids == ["a", "1"]
+    assert load_tasks([Task("x", "p")]).get("x").prompt == "p"
+
+
+def test_hf_dataset():
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list([{"id": "d1", "prompt": "hello", "answer": "x", "files": []}])
+    src = load_tasks(ds)
+    assert len(src) == 1 and src[0].id == "d1" and src[0].answer == "x"
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ([], "empty"),
+        ([{"id": "a"}], "non-empty 'prompt'"),
+        ([{"id": "a", "prompt": "p"}, {"id": "a", "prompt": "q"}], "duplicate task id"),
+        ([{"prompt": "p", "files": [1]}], "'files' must be a list"),
+        (42, "must be a .jsonl/.json path"),
+        ("/no/such/file.jsonl", "does not exist"),
+    ],
+)
+def test_bad_task_data_is_a_clear_error(spec, fragment):
+    with pytest.raises(TaskError, match=fragment):
+        load_tasks(spec)
+
+
+def test_bad_json_line_names_the_line(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"prompt": "ok"}\n{oops\n')
+    with pytest.raises(TaskError, match=r"t.jsonl:2"):
+        load_tasks(p)
+
+
+def test_unknown_id_lists_some_ids():
+    src = load_tasks([{"id": "a", "prompt": "p"}])
+    with pytest.raises(TaskError, match="first ids: a"):
+        src.get("zz")

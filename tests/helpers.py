@@ -1,0 +1,83 @@
+"""Shared test helpers: real MCP servers on real transports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EVERYTHING_JS = ROOT / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+TASKS = [
+    {"id": "add", "prompt": "What is 2 + 3? Use the add tool.", "answer": "5"},
+    {"id": "mul", "prompt": "What is 6 * 7? Use the multiply tool.", "answer": "42"},
+    {"id": "echo", "prompt": "Echo the word 'héllo'.", "answer": "héllo"},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stdio_config(name: str = "demo") -> dict:
+    return {"mcpServers": {name: {"command": sys.executable, "args": ["-m", "aworld_gym.mcp.demo_server"]}}}
+
+
+def http_config(url: str, name: str = "demo") -> dict:
+    return {"mcpServers": {name: {"type": "streamable-http", "url": url, "headers": {"X-Test": "1"}}}}
+
+
+@contextlib.contextmanager
+def http_demo_server() -> Iterator[str]:
+    """Run the demo server over streamable HTTP on 127.0.0.1; yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aworld_gym.mcp.demo_server", "--transport", "streamable-http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("demo HTTP server did not start")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def child_pids() -> set[int]:
+    """Live descendants of this test process (zombies excluded)."""
+    import psutil
+
+    out = set()
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+    return out
+
+
+def wait_until(pred, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()

@@ -1,0 +1,161 @@
+"""ToolHub against real servers: in-process, stdio (a child process) and streamable HTTP on 127.0.0.1."""
+
+import sys
+import time
+
+import pytest
+
+from aworld_gym.core.actions import ToolCall
+from aworld_gym.core.errors import ServerError
+from aworld_gym.mcp.demo_server import build_server
+from aworld_gym.mcp.hub import ToolHub
+from tests.helpers import EVERYTHING_JS, child_pids, http_config, stdio_config, wait_until
+
+
+@pytest.fixture(params=["inprocess", "stdio", "http"])
+def hub(request, http_url):
+    config = {
+        "inprocess": lambda: {"mcpServers": {"demo": build_server()}},
+        "stdio": stdio_config,
+        "http": lambda: http_config(http_url),
+    }[request.param]()
+    h = ToolHub(config, call_timeout=3)
+    h.start()
+    yield h
+    h.close()
+
+
+def test_lists_openai_schemas_and_calls(hub):
+    names = hub.tool_names
+    assert {"add", "echo", "noop", "counter"} <= set(names)
+    add = next(t for t in hub.tool_schemas() if t["function"]["name"] == "add")
+    assert add["type"] == "function"
+    assert add["function"]["parameters"]["required"] == ["a", "b"]
+    assert "Add two numbers" in add["function"]["description"]
+    r = hub.call([ToolCall("add", {"a": 2, "b": 3}), ToolCall("echo", {"text": "héllo \x00 中"})])
+    assert [x.text for x in r] == ["5.0", "héllo \x00 中"]
+    assert all(x.error is None and x.server == "demo" for x in r)
+
+
+def test_concurrent_calls_run_in_parallel(hub):
+    t0 = time.perf_counter()
+    r = hub.call([ToolCall("sleep", {"seconds": 0.5}, id=str(i)) for i in range(4)])
+    elapsed = time.perf_counter() - t0
+    assert [x.text for x in r] == ["slept 0.5"] * 4
+    assert elapsed < 1.9, f"4 x 0.5 s calls took {elapsed:.2f} s: not concurrent"
+
+
+def test_error_paths_are_results_not_exceptions(hub):
+    r = hub.call(
+        [
+            ToolCall("nope", {}),
+            ToolCall("add", {"a": 1}),
+            ToolCall("add", {"a": "x", "b": 1}),
+            ToolCall("echo", {"txt": "typo"}),
+            ToolCall("echo", {"text": "y" * 300_000}),
+            ToolCall("fail", {"message": "boom"}),
+            ToolCall("big_output", {"chars": 50_000}),
+        ]
+    )
+    kinds = [x.error for x in r]
+    assert kinds == ["unknown_tool", "bad_arguments", "bad_arguments", "bad_arguments", "too_large", "tool_error", None]
+    assert "Available tools:" in r[0].text and "'b' is a required property" in r[1].text
+    assert "unknown argument(s) 'txt'; expected: text" in r[3].text
+    assert "boom" in r[5].text
+    assert r[6].truncated and "output truncated: showing the first 20000 of 50000" in r[6].text
+
+
+def test_hung_tool_times_out_and_hub_still_works(hub):
+    t0 = time.perf_counter()
+    r = hub.call([ToolCall("sleep", {"seconds": 30})])[0]
+    assert r.error == "timeout" and "did not answer within 3 s" in r.text
+    assert time.perf_counter() - t0 < 10
+    assert hub.call([ToolCall("noop", {})])[0].text == "ok"
+
+
+def test_per_episode_state_via_meta(hub):
+    hub.begin_episode()
+    assert [hub.call([ToolCall("counter", {})])[0].text for _ in range(3)] == ["1", "2", "3"]
+    hub.begin_episode()
+    assert hub.call([ToolCall("counter", {})])[0].text == "1"
+
+
+def test_allow_deny_and_clashing_names():
+    h = ToolHub(
+        servers={"a": build_server(), "b": build_server()}, allow=["*add", "*echo", "a__noop"], deny=["b__echo"]
+    )
+    with h:
+        assert sorted(h.tool_names) == ["a__add", "a__echo", "a__noop", "b__add"]
+        assert h.call([ToolCall("b__echo", {"text": "x"})])[0].error == "unknown_tool"
+        assert h.call([ToolCall("a__add", {"a": 1, "b": 1})])[0].text == "2.0"
+    solo = ToolHub(servers={"a": build_server()}, deny=["crash", "sleep"])
+    with solo:
+        assert "add" in solo.tool_names and "crash" not in solo.tool_names
+
+
+def test_dead_stdio_server_is_restarted():
+    h = ToolHub(stdio_config(), call_timeout=5).start()
+    try:
+        first = int(h.call([ToolCall("pid", {})])[0].text)
+        r = h.call([ToolCall("crash", {})])[0]
+        assert r.error == "server_died"
+        second = int(h.call([ToolCall("pid", {})])[0].text)
+        assert second != first and h.restarts == 1
+    finally:
+        h.close()
+
+
+def test_close_twice_and_no_child_left():
+    before = child_pids()
+    h = ToolHub(
+        {"mcpServers": {"one": stdio_config()["mcpServers"]["demo"], "two": stdio_config()["mcpServers"]["demo"]}}
+    )
+    h.start()
+    assert len(child_pids() - before) >= 2
+    h.close()
+    h.close()
+    assert wait_until(lambda: not (child_pids() - before)), child_pids() - before
+
+
+def test_unstartable_server_is_a_clear_error():
+    bad = {
+        "mcpServers": {
+            "broken": {
+                "command": sys.executable,
+                "args": ["-c", "import sys; sys.stderr.write('no luck'); sys.exit(2)"],
+            }
+        }
+    }
+    with pytest.raises(ServerError, match=r"'broken'.*no luck"):
+        ToolHub(bad).start()
+    with pytest.raises(ServerError, match="broken2"):
+        ToolHub({"mcpServers": {"broken2": {"command": "/no/such/binary"}}}).start()
+
+
+def test_async_face_from_another_loop():
+    import asyncio
+
+    async def main():
+        h = ToolHub(servers={"d": build_server()})
+        await h.astart()
+        results = await asyncio.gather(*(h.acall([ToolCall("add", {"a": i, "b": 1})]) for i in range(5)))
+        await h.aclose()
+        return [r[0].text for r in results]
+
+    assert asyncio.run(main()) == ["1.0", "2.0", "3.0", "4.0", "5.0"]
+
+
+@pytest.mark.skipif(not EVERYTHING_JS.exists(), reason="npm install has not been run")
+def test_third_party_server_everything():
+    """The official @modelcontextprotocol/server-everything (pinned in package.json) over stdio."""
+    h = ToolHub({"mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]}}})
+    with h:
+        assert {"echo", "get-sum"} <= set(h.tool_names)
+        r = h.call(
+            [
+                ToolCall("echo", {"message": "héllo"}),
+                ToolCall("get-sum", {"a": 2, "b": 3}),
+                ToolCall("get-sum", {"a": "2"}),
+            ]
+        )
+        assert r[0].text == "Echo: héllo" and "5" in r[1].text and r[2].error == "bad_arguments"
