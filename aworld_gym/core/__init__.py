@@ -1,0 +1,1 @@
+"""The generic MCP text environment and its parts."""

@@ -59,8 +59,8 @@ def build_server(name: str = "demo") -> MCPServer:
         return text
 
     @server.tool()
-    def noop() -> str:
-        """Do nothing and return "ok" (used to measure overhead)."""
+    async def noop() -> str:
+        """Do nothing and return "ok" (used to measure overhead; async, so no worker thread is involved)."""
         return "ok"
 
     @server.tool()

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import Connection
-from aworld_gym.mcp.loop import get_loop
+from aworld_gym.mcp.loop import HubLoop
 
 META_PREFIX = "aworld_gym/"
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -133,7 +136,7 @@ class ToolHub:
         self._tools: dict[str, _Tool] = {}
         self._started = False
         self._closed = False
-        self._loop = get_loop()
+        self._loop = HubLoop()
 
     # ----- sync face -------------------------------------------------------------------------------------
     def start(self) -> ToolHub:
@@ -169,10 +172,9 @@ class ToolHub:
         with _open_lock:
             _open_hubs.discard(self)
         try:
-            if self._loop.in_loop_thread:
-                raise RuntimeError("ToolHub.close() from the loop thread; use aclose()")
             self._loop.run(self._aclose(), timeout=60)
         finally:
+            self._loop.close()
             for conn in self._conns:
                 conn.close_log()
 
@@ -283,6 +285,8 @@ class ToolHub:
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
             await self._astart()
+        if len(calls) == 1:
+            return [await self._call_one(calls[0])]  # no extra task for the common case
         return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
 
     def _timeout(self, conn: Connection) -> float:
@@ -310,14 +314,13 @@ class ToolHub:
             return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down: {exc}", SERVER_DIED, start)
         if not conn.alive or conn.client is None:
             return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down.", SERVER_DIED, start)
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
         try:
-            result = await asyncio.wait_for(
-                conn.client.call_tool(tool.name, call.arguments, read_timeout_seconds=timeout, meta=self._meta()),
-                timeout,
-            )
+            # asyncio.timeout (no extra task, unlike wait_for) also bounds in-process servers, where the
+            # client's read timeout does not apply.
+            async with asyncio.timeout(timeout):
+                result = await conn.client.call_tool(
+                    tool.name, call.arguments, read_timeout_seconds=timeout, meta=self._meta()
+                )
         except TimeoutError:
             return self._timeout_result(call, tool, timeout, start)
         except MCPError as exc:

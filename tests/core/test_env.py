@@ -250,3 +250,39 @@ env.close()
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [TASKS[0]["prompt"], 1.0, []]
     with pytest.raises(gym.error.Error, match="Did you mean"):
         gym.make("AWorld/MCPP-v0")
+
+
+def test_async_face_many_envs_one_loop():
+    import asyncio
+
+    async def episode(env, task_id):
+        obs, info = await env.areset(options={"task_id": task_id})
+        obs, r, *_ = await env.astep(tc("sleep", seconds=0.3))
+        assert "slept 0.3" in obs
+        return (await env.astep("<answer>5</answer>"))[1]
+
+    async def main():
+        envs = [make({"mcpServers": {"d": build_server}}).unwrapped for _ in range(4)]
+        t0 = asyncio.get_running_loop().time()
+        rewards = await asyncio.gather(*(episode(e, "add") for e in envs))
+        elapsed = asyncio.get_running_loop().time() - t0
+        for e in envs:
+            await e.hub.aclose()
+        return rewards, elapsed
+
+    rewards, elapsed = asyncio.run(main())
+    assert rewards == [1.0] * 4
+    assert elapsed < 1.1, f"4 concurrent episodes with a 0.3 s tool took {elapsed:.2f} s"
+
+
+def test_sync_calls_inside_a_running_loop_use_the_background_thread():
+    import asyncio
+
+    async def notebook_cell():
+        env = make(stdio_config())
+        env.reset(options={"task_id": "add"})
+        obs = env.step(tc("add", a=2, b=3))[0]
+        env.close()
+        return obs
+
+    assert asyncio.run(notebook_cell()) == "<tool_response>\n5.0\n</tool_response>"

@@ -1,0 +1,22 @@
+"""The README's examples run as written."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_mcp_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    code = blocks[0] + "\nassert reward == 1.0 and terminated\nprint('README-OK')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "README-OK" in out.stdout
+    assert len(blocks[0].strip().splitlines()) <= 12
+
+
+def test_readme_opens_with_the_two_commands():
+    head = README.read_text().split("## ", 1)[0]
+    assert "make run" in head and "make test" in head
