@@ -1,5 +1,6 @@
 """The README's examples run as written."""
 
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +12,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_readme_mcp_example_runs():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
     code = blocks[0] + "\nassert reward == 1.0 and terminated\nprint('README-OK')\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "README-OK" in out.stdout
     assert len(blocks[0].strip().splitlines()) <= 12

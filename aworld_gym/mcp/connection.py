@@ -112,7 +112,8 @@ class Connection:
                 ready.set_exception(ServerError(self._describe("connection was cancelled")))
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(ServerError(self._describe(f"failed to start: {type(exc).__name__}: {exc}")))
+                leaf = _first_leaf(exc)
+                ready.set_exception(ServerError(self._describe(f"failed to start: {type(leaf).__name__}: {leaf}")))
             else:
                 logger.warning("MCP server %r connection ended: %r", self.spec.name, exc)
         finally:
@@ -151,6 +152,13 @@ class Connection:
     def close_log(self) -> None:
         with contextlib.suppress(Exception):
             self._stderr.close()
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _list_all_tools(client: Any) -> list[Any]:
