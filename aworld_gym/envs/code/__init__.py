@@ -1,0 +1,1 @@
+"""AWorld/Code-v0: HumanEval (or your own tasks) with sandboxed Python execution over MCP."""

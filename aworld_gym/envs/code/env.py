@@ -1,0 +1,110 @@
+"""AWorld/Code-v0: solve programming tasks with a sandboxed ``run_python`` tool; reward = hidden tests pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aworld_gym.core.env import MCPEnv
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.task import Task, TaskSpec
+from aworld_gym.envs.code.scorer import Verdict, check_solution
+from aworld_gym.envs.code.tasks import code_tasks, humaneval_tasks
+from aworld_gym.sandbox.runner import Limits, Sandbox
+
+SYSTEM_PREAMBLE = (
+    "You are an expert Python programmer. Solve the task. You may run code with the run_python tool to test "
+    "your ideas. Submit the complete function (with any imports it needs) inside <answer></answer>, as a "
+    "```python code block."
+)
+
+PROMPT_TEMPLATE = """Complete the following Python function so that it passes hidden unit tests.
+
+```python
+{code}```
+
+Submit the complete function `{entry_point}` in <answer>```python ...```</answer>."""
+
+
+class CodeEnv(MCPEnv):
+    """HumanEval (default) or your own HumanEval-shaped tasks, with a sandboxed Python tool over MCP.
+
+    Args:
+        tasks: ``None`` for HumanEval's 164 problems, or a path/list/Dataset of rows with ``task_id``,
+            ``prompt``, ``entry_point``, ``test`` (and optionally ``canonical_solution``).
+        server: ``"shared"`` (one Python-execution server process for every env of this process, over
+            streamable HTTP on 127.0.0.1), ``"inprocess"`` (the server runs inside this process), or the URL of
+            a running ``python -m aworld_gym.sandbox.server --transport streamable-http``.
+        isolation: sandbox isolation (``"auto"``, ``"bwrap"``, ``"none"``); see :class:`Sandbox`.
+        exec_timeout_s: wall-clock limit of one ``run_python`` call and of the hidden tests.
+        memory_mb: memory limit of one execution.
+        **kwargs: everything :class:`MCPEnv` takes (``max_turns``, ``reward_hooks``, ...).
+    """
+
+    def __init__(
+        self,
+        tasks: TaskSpec | None = None,
+        *,
+        server: str = "shared",
+        isolation: str = "auto",
+        exec_timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        **kwargs: Any,
+    ) -> None:
+        for key in ("mcp_config", "servers", "scorer"):
+            if key in kwargs:
+                raise ConfigError(f"AWorld/Code-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom tools")
+        limits = Limits(
+            wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
+        )
+        self._shared = None
+        if server == "shared":
+            from aworld_gym.sandbox.shared import shared_server
+
+            self._shared = shared_server(isolation, exec_timeout_s, memory_mb)
+            config: Mapping[str, Any] = {
+                "mcpServers": {"python": {"type": "streamable-http", "url": self._shared.acquire()}}
+            }
+        elif server == "inprocess":
+            from aworld_gym.sandbox.server import build_server
+
+            sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
+            config = {"mcpServers": {"python": build_server(sandbox)}}
+        elif server.startswith(("http://", "https://")):
+            config = {"mcpServers": {"python": {"type": "streamable-http", "url": server}}}
+        else:
+            raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")
+        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+        kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
+        source = humaneval_tasks() if tasks is None else code_tasks(tasks)
+        try:
+            super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
+        except BaseException:
+            if self._shared is not None:
+                self._shared.release()
+            raise
+        self.exec_timeout_s = exec_timeout_s
+        self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
+        self.last_verdict: Verdict | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if self._shared is not None:
+            self._shared.ensure_alive()  # a crashed server is restarted before the episode
+        return super().reset(seed=seed, options=options)
+
+    def render_prompt(self, task: Task) -> str:
+        return PROMPT_TEMPLATE.format(code=task.prompt, entry_point=task.metadata["entry_point"])
+
+    def score(self, answer: str, task: Task) -> float:
+        self.last_verdict = check_solution(answer, task, self.sandbox, timeout_s=self.exec_timeout_s)
+        return 1.0 if self.last_verdict.passed else 0.0
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            super().close()
+        finally:
+            self.sandbox.close()
+            if self._shared is not None:
+                self._shared.release()

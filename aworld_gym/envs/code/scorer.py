@@ -1,0 +1,64 @@
+"""HumanEval scoring: the submitted code plus the hidden tests, run in the sandbox (never in our process)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import textwrap
+from dataclasses import dataclass
+
+from aworld_gym.core.actions import strip_code_fence
+from aworld_gym.core.task import Task
+from aworld_gym.sandbox.runner import ExecResult, Sandbox
+
+_FENCE_RE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(answer: str) -> str:
+    """The code of an answer: the last fenced block if any (```python ... ```), else the text itself."""
+    blocks = _FENCE_RE.findall(answer)
+    if blocks:
+        return blocks[-1]
+    return strip_code_fence(answer)
+
+
+def build_program(answer: str, task: Task) -> str:
+    """Prompt (helpers, imports) + submission + the task's tests + ``check(entry_point)``.
+
+    A submission that defines the entry point replaces the prompt's stub; anything else is taken as the body
+    that completes the prompt (HumanEval's completion format).
+    """
+    entry = task.metadata["entry_point"]
+    code = extract_code(answer)
+    defines = re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE) is not None
+    if defines:
+        body = textwrap.dedent(code)
+        program = task.prompt + "\n    pass\n\n" + body
+    else:
+        program = task.prompt + code
+    return f"{program}\n\n{task.metadata['test']}\n\ncheck({entry})\n"
+
+
+@dataclass
+class Verdict:
+    """The outcome of running a submission against its tests."""
+
+    passed: bool
+    result: ExecResult
+
+    @property
+    def reason(self) -> str:
+        if self.passed:
+            return "all tests passed"
+        if self.result.timed_out:
+            return "the tests timed out"
+        last = (self.result.stderr.strip().splitlines() or ["tests failed"])[-1]
+        return last[:300]
+
+
+def check_solution(answer: str, task: Task, sandbox: Sandbox, timeout_s: float = 10.0) -> Verdict:
+    """Run the hidden tests against ``answer`` in a fresh sandboxed work folder."""
+    program = build_program(answer, task)
+    with tempfile.TemporaryDirectory(prefix="aworld-score-") as work:
+        result = sandbox.run(program, work, timeout_s=timeout_s)
+    return Verdict(passed=result.exit_code == 0 and not result.timed_out, result=result)

@@ -1,0 +1,406 @@
+"""Run untrusted Python in a sandbox: bubblewrap namespaces + rlimits + a per-execution cgroup.
+
+Every execution:
+
+- runs in a fresh mount namespace that holds only the read-only Python installation and system libraries,
+  its work folder (read-write, at ``/sandbox/work``) and the task's files (read-only, at ``/sandbox/files``);
+- has no network at all (a new, empty network namespace: not even the host's loopback);
+- runs in its own PID namespace, so a wall-clock timeout kills the whole tree, daemons and ``setsid``
+  children included, and nothing outlives the call;
+- has CPU-time, address-space, open-file, file-size and core limits (rlimits), and a process-count and total
+  memory limit (cgroup ``pids``/``memory``);
+- sees a scrubbed environment (no variable of the parent is passed) and runs as ``nobody`` in a user
+  namespace with every capability dropped.
+
+Where bubblewrap or cgroups are missing, the runner falls back to what it can enforce and warns loudly
+(``SandboxWarning``), never silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from aworld_gym.core.errors import SandboxError
+from aworld_gym.sandbox.cgroups import Cgroup, CgroupLimiter
+
+logger = logging.getLogger(__name__)
+
+WORK_DIR = "/sandbox/work"
+FILES_DIR = "/sandbox/files"
+MAIN = "/sandbox/main.py"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ld.so.cache",
+                "/etc/localtime", "/etc/ssl/certs")  # fmt: skip
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": WORK_DIR,
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+}
+
+
+class SandboxWarning(UserWarning):
+    """The machine cannot provide part of the sandbox; the message says which part is not enforced."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one execution.
+
+    Attributes:
+        wall_seconds: wall-clock timeout; the whole process tree is killed after it.
+        cpu_seconds: CPU time per process (RLIMIT_CPU).
+        memory_bytes: address space per process (RLIMIT_AS) and total memory of the execution (cgroup).
+        max_processes: processes and threads at once (cgroup pids.max).
+        max_open_files: open file descriptors per process (RLIMIT_NOFILE).
+        max_file_bytes: size of any file written, stdout and stderr included (RLIMIT_FSIZE).
+        max_output_chars: stdout/stderr shown back, each; the rest is cut with a note.
+        tmp_bytes: size of the private /tmp.
+    """
+
+    wall_seconds: float = 10.0
+    cpu_seconds: int = 10
+    memory_bytes: int = 1 << 30
+    max_processes: int = 64
+    max_open_files: int = 256
+    max_file_bytes: int = 16 << 20
+    max_output_chars: int = 8_000
+    tmp_bytes: int = 64 << 20
+
+
+@dataclass
+class ExecResult:
+    """What one execution did."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool = False
+    signal: str | None = None
+    duration_s: float = 0.0
+    truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def render(self) -> str:
+        """The text a model sees."""
+        if self.timed_out:
+            status = "killed: wall-clock timeout"
+        elif self.signal:
+            status = f"killed by {self.signal}"
+        else:
+            status = f"exit code {self.exit_code}"
+        parts = [status]
+        if self.stdout:
+            parts.append(f"--- stdout ---\n{self.stdout}")
+        if self.stderr:
+            parts.append(f"--- stderr ---\n{self.stderr}")
+        if not self.stdout and not self.stderr:
+            parts.append("(no output)")
+        parts.extend(self.notes)
+        return "\n".join(parts)
+
+
+Isolation = Literal["auto", "bwrap", "none"]
+
+
+class Sandbox:
+    """Runs Python code under :class:`Limits` with the strongest isolation this machine provides.
+
+    Args:
+        limits: default limits (a call may shorten the wall-clock timeout).
+        isolation: ``"bwrap"`` (required: raise if unavailable), ``"none"`` (rlimits only, loudly warned), or
+            ``"auto"`` (bwrap when it works, else ``none`` with a warning).
+        python: interpreter inside the sandbox (default: this one, with its installation read-only).
+    """
+
+    def __init__(self, limits: Limits | None = None, isolation: Isolation = "auto", python: str | None = None) -> None:
+        self.limits = limits or Limits()
+        self.python = python or sys.executable
+        self._cgroups = _cgroup_limiter()
+        self.isolation = self._choose(isolation)
+        self._scratch = Path(tempfile.mkdtemp(prefix="aworld-sandbox-exec-"))
+        self._counter = 0
+        self._lock = threading.Lock()
+        self.report = self._report()
+        for problem in self.report["not_enforced"]:
+            warnings.warn(f"aworld-gym sandbox: {problem}", SandboxWarning, stacklevel=2)
+            logger.warning("sandbox: %s", problem)
+
+    def _choose(self, isolation: Isolation) -> str:
+        if isolation == "none":
+            return "none"
+        problem = _bwrap_problem()
+        if problem is None:
+            return "bwrap"
+        if isolation == "bwrap":
+            raise SandboxError(f"bubblewrap sandbox unavailable: {problem} (install it: apt-get install bubblewrap)")
+        return "none"
+
+    def _report(self) -> dict[str, object]:
+        missing = []
+        if self.isolation != "bwrap":
+            why = _bwrap_problem() or "disabled by isolation='none'"
+            missing += [
+                f"NO filesystem isolation and NO network isolation ({why}); code can read the host's files and "
+                "reach the network. Install bubblewrap (apt-get install bubblewrap).",
+                "no PID namespace: children that leave the process group may outlive a timeout",
+            ]
+        if not self._cgroups.available:
+            missing.append(
+                f"process-count and total-memory limits are not enforced ({self._cgroups.reason}); "
+                "only per-process rlimits apply"
+            )
+        return {
+            "isolation": self.isolation,
+            "cgroups": self._cgroups.version,
+            "network": "none" if self.isolation == "bwrap" else "HOST NETWORK",
+            "not_enforced": missing,
+        }
+
+    # ----- execution -----------------------------------------------------------------------------------
+    def run(
+        self,
+        code: str,
+        workdir: str | Path,
+        files: Sequence[str | Path] = (),
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        """Run ``code`` with ``workdir`` as its only writable folder; never raises for what the code does."""
+        workdir = Path(workdir)
+        if not workdir.is_dir():
+            raise SandboxError(f"work folder {str(workdir)!r} does not exist")
+        if "\x00" in code:
+            return ExecResult("", "SyntaxError: source code cannot contain null bytes", 1)
+        limits = self.limits
+        if timeout_s is not None:
+            limits = replace(limits, wall_seconds=max(0.1, min(float(timeout_s), limits.wall_seconds)))
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        exec_dir = self._scratch / f"e{n}"
+        exec_dir.mkdir()
+        try:
+            main = exec_dir / "main.py"
+            main.write_text(code, encoding="utf-8", errors="surrogateescape")
+            return self._run(main, exec_dir, workdir, [Path(f) for f in files], limits)
+        finally:
+            shutil.rmtree(exec_dir, ignore_errors=True)
+
+    def _argv(self, main: Path, workdir: Path, files: list[Path], limits: Limits) -> list[str]:
+        if self.isolation != "bwrap":
+            return [self.python, "-I", "-X", "utf8", str(main)]
+        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        argv += ["--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
+        for d in _SYSTEM_DIRS:
+            argv += ["--ro-bind-try", d, d]
+        for prefix in _python_roots(self.python):
+            argv += ["--ro-bind", prefix, prefix]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+        argv += ["--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
+        for f in files:
+            if f.exists():
+                argv += ["--ro-bind", str(f.resolve()), f"{FILES_DIR}/{f.name}"]
+        argv += ["--clearenv"]
+        for k, v in _ENV.items():
+            argv += ["--setenv", k, v]
+        argv += ["--chdir", WORK_DIR, "--", self.python, "-I", "-X", "utf8", MAIN]
+        return argv
+
+    def _run(self, main: Path, exec_dir: Path, workdir: Path, files: list[Path], limits: Limits) -> ExecResult:
+        cgroup: Cgroup | None = None
+        if self._cgroups.available:
+            try:
+                cgroup = self._cgroups.create(limits.max_processes, limits.memory_bytes)
+            except OSError as exc:
+                logger.warning("sandbox: could not create a cgroup (%s); limits are rlimits only", exc)
+        out_path, err_path = exec_dir / "stdout", exec_dir / "stderr"
+        env = dict(_ENV) if self.isolation == "bwrap" else {**_ENV, "HOME": str(workdir)}
+        start = time.perf_counter()
+        timed_out = False
+        try:
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                try:
+                    proc = subprocess.Popen(
+                        self._argv(main, workdir, files, limits),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        cwd=str(workdir),
+                        env=env,
+                        start_new_session=True,
+                        close_fds=True,
+                        preexec_fn=_child_setup(limits, cgroup.procs_files if cgroup else []),
+                    )
+                except OSError as exc:
+                    raise SandboxError(f"could not start the sandboxed process: {exc}") from exc
+                try:
+                    proc.wait(timeout=limits.wall_seconds)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_tree(proc, cgroup)
+                    proc.wait()
+        finally:
+            if cgroup is not None:
+                cgroup.remove()  # nothing of this execution survives it
+        duration = time.perf_counter() - start
+        stdout, cut_out = _read_capped(out_path, limits.max_output_chars)
+        stderr, cut_err = _read_capped(err_path, limits.max_output_chars)
+        code = proc.returncode
+        sig = None
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name
+        elif self.isolation == "bwrap" and code is not None and code > 128 and not timed_out:
+            # bwrap reports a child killed by a signal as 128 + signo.
+            with contextlib.suppress(ValueError):
+                sig = signal.Signals(code - 128).name
+        notes = []
+        if cut_out or cut_err:
+            notes.append(f"[output truncated: each stream is limited to {limits.max_output_chars} characters]")
+        if sig == "SIGXCPU":
+            notes.append(f"[CPU time limit of {limits.cpu_seconds} s exceeded]")
+        if sig == "SIGXFSZ":
+            notes.append(f"[file size limit of {limits.max_file_bytes} bytes exceeded (stdout/stderr included)]")
+        if timed_out:
+            notes.append(f"[wall-clock limit of {limits.wall_seconds:g} s exceeded; all processes were killed]")
+        return ExecResult(
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=None if timed_out else code,
+            timed_out=timed_out,
+            signal=None if timed_out else sig,
+            duration_s=duration,
+            truncated=cut_out or cut_err,
+            notes=notes,
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], cgroup: Cgroup | None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill_all()
+
+
+def _child_setup(limits: Limits, procs_files: list[str]):
+    """preexec_fn: join the execution's cgroup, then apply rlimits (only async-signal-safe-ish calls)."""
+    cpu = max(1, int(limits.cpu_seconds))
+    rlimits = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
+        (resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files)),
+        (resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+
+    def setup() -> None:
+        pid = str(os.getpid()).encode()
+        for path in procs_files:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        for which, value in rlimits:
+            resource.setrlimit(which, value)
+
+    return setup
+
+
+def _read_capped(path: Path, max_chars: int) -> tuple[str, bool]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_chars * 4 + 4)
+            more = bool(f.read(1))
+    except OSError:
+        return "", False
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > max_chars:
+        return text[:max_chars], True
+    return text, more
+
+
+def _python_roots(python: str) -> list[str]:
+    """Folders that make up the Python installation (base prefix, venv prefix, the executable's folder)."""
+    roots = {sys.base_prefix, sys.prefix, str(Path(python).resolve().parent.parent)}
+    if Path(python).parent.parent.exists():
+        roots.add(str(Path(python).parent.parent))
+    return sorted(r for r in roots if r and Path(r).exists() and r not in ("/", "/usr"))
+
+
+_probe_lock = threading.Lock()
+_probe_result: dict[str, str | None] = {}
+_limiter: CgroupLimiter | None = None
+
+
+def _cgroup_limiter() -> CgroupLimiter:
+    global _limiter
+    with _probe_lock:
+        if _limiter is None:
+            _limiter = CgroupLimiter()
+        return _limiter
+
+
+def _bwrap_problem() -> str | None:
+    """None when bubblewrap can create the namespaces we need here; else why not (cached)."""
+    with _probe_lock:
+        if "bwrap" in _probe_result:
+            return _probe_result["bwrap"]
+        exe = shutil.which("bwrap")
+        if exe is None:
+            problem: str | None = "bwrap is not installed"
+        else:
+            try:
+                cp = subprocess.run(
+                    [
+                        exe,
+                        "--unshare-all",
+                        "--die-with-parent",
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--proc",
+                        "/proc",
+                        "--dev",
+                        "/dev",
+                        "--uid",
+                        "65534",
+                        "--",
+                        "true",
+                    ],  # fmt: skip
+                    capture_output=True,
+                    timeout=20,
+                    env={},
+                )
+                err = cp.stderr.decode(errors="replace").strip()
+                problem = None if cp.returncode == 0 else f"bwrap cannot create namespaces here: {err}"
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                problem = f"bwrap failed: {exc}"
+        _probe_result["bwrap"] = problem
+        return problem

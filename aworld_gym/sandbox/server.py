@@ -1,0 +1,135 @@
+"""The Python-execution MCP server: ``run_python`` in the sandbox, one work folder per env episode.
+
+One server process serves many envs at once: each call's ``_meta`` (sent by the ToolHub) names the calling
+env's session and episode, and each (session, episode) gets its own fresh work folder; a new episode of the
+same session deletes the previous folder. Run it standalone for a whole node (Ray actors connect to it)::
+
+    python -m aworld_gym.sandbox.server --transport streamable-http --port 8940
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+
+from aworld_gym.mcp.hub import META_PREFIX
+from aworld_gym.sandbox.runner import FILES_DIR, Limits, Sandbox
+
+RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
+
+Files written to the current folder persist across calls for this task; nothing else does. There is no
+network access. Files attached to the task are read-only in {FILES_DIR}. Use print() to see values.
+
+Args:
+    code: the Python source to run.
+    timeout_s: wall-clock limit in seconds (capped by the server's limit).
+"""
+
+
+class Workspaces:
+    """Work folders keyed by (session, episode); the newest episode of a session replaces the older one."""
+
+    def __init__(self, root: Path | None = None, max_sessions: int = 4096) -> None:
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="aworld-sandbox-work-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, tuple[int, Path]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def get(self, session: str, episode: int) -> Path:
+        stale: list[Path] = []
+        with self._lock:
+            current = self._sessions.get(session)
+            if current is not None and current[0] == episode:
+                self._sessions.move_to_end(session)
+                return current[1]
+            if current is not None:
+                stale.append(current[1])
+            self._n += 1
+            path = self.root / f"w{self._n}"
+            path.mkdir()
+            self._sessions[session] = (episode, path)
+            while len(self._sessions) > self.max_sessions:
+                stale.append(self._sessions.popitem(last=False)[1][1])
+        for p in stale:
+            shutil.rmtree(p, ignore_errors=True)
+        return path
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _meta(ctx: Context) -> tuple[str, int, list[str]]:
+    meta: dict[str, Any] = dict(ctx.request_context.meta or {})
+    files = meta.get(f"{META_PREFIX}files") or []
+    files = [f for f in files if isinstance(f, str) and os.path.isfile(f)]
+    return str(meta.get(f"{META_PREFIX}session", "default")), int(meta.get(f"{META_PREFIX}episode", 0)), files
+
+
+def build_server(
+    sandbox: Sandbox | None = None,
+    workspaces: Workspaces | None = None,
+    max_concurrent: int | None = None,
+    name: str = "python",
+) -> MCPServer:
+    """A Python-execution MCP server object (serve it in-process, or with ``run()``)."""
+    sandbox = sandbox or Sandbox()
+    workspaces = workspaces or Workspaces()
+    limiter = anyio.CapacityLimiter(max_concurrent or max(4, 2 * (os.cpu_count() or 1)))
+    server = MCPServer(name, log_level="WARNING")
+    server.sandbox = sandbox  # type: ignore[attr-defined]
+    server.workspaces = workspaces  # type: ignore[attr-defined]
+
+    async def run_python(code: str, ctx: Context, timeout_s: float = 10.0) -> str:
+        session, episode, files = _meta(ctx)
+        workdir = workspaces.get(session, episode)
+        run = functools.partial(sandbox.run, code, workdir, files, timeout_s)
+        result = await anyio.to_thread.run_sync(run, limiter=limiter)
+        return result.render()
+
+    run_python.__doc__ = RUN_PYTHON_DOC
+    server.tool(name="run_python", description=RUN_PYTHON_DOC.split("\n\nArgs:")[0])(run_python)
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http", "sse"])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8940)
+    ap.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
+    ap.add_argument("--wall-seconds", type=float, default=Limits.wall_seconds)
+    ap.add_argument("--memory-mb", type=int, default=Limits.memory_bytes >> 20)
+    ap.add_argument("--max-concurrent", type=int, default=None)
+    args = ap.parse_args(argv)
+    limits = Limits(wall_seconds=args.wall_seconds, cpu_seconds=max(1, int(args.wall_seconds)),
+                    memory_bytes=args.memory_mb << 20)  # fmt: skip
+    sandbox = Sandbox(limits, isolation=args.isolation)
+    workspaces = Workspaces()
+    atexit.register(workspaces.close)
+    atexit.register(sandbox.close)
+    server = build_server(sandbox, workspaces, args.max_concurrent)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run(args.transport, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()
