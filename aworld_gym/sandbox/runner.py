@@ -393,7 +393,7 @@ def _bwrap_problem() -> str | None:
                         "65534",
                         "--",
                         "true",
-                    ],  # fmt: skip
+                    ],
                     capture_output=True,
                     timeout=20,
                     env={},

@@ -65,7 +65,7 @@ class SharedPythonServer:
                     "--port",
                     str(port),
                     *self.args,
-                ],  # fmt: skip
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=self._log,
