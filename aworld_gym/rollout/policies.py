@@ -1,0 +1,55 @@
+"""Policies: what turns an observation into the next action text.
+
+A policy is any object with ``act(env, observation, info) -> str`` (``env`` is the unwrapped env, so a
+policy can read ``env.messages``, ``env.tools`` and, for scripted reference policies, ``env.task``).
+Model-backed policies (OpenAI-compatible endpoints, local HF models) come with the rollout issue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from aworld_gym.core.errors import ConfigError
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Maps the current observation to the model's next raw text."""
+
+    name: str
+
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str: ...
+
+
+class Latency:
+    """Mixin: a fixed per-turn delay standing in for a model server (``--policy-latency``)."""
+
+    latency_s: float = 0.0
+
+    def _wait(self) -> None:
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)
+
+
+PolicyFactory = Callable[..., Policy]
+# env id -> factory of its scripted reference policy.
+_REFERENCE: dict[str, str] = {
+    "AWorld/Code-v0": "aworld_gym.envs.code.reference:CodeReferencePolicy",
+}
+
+
+def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -> Policy:
+    """Build a policy by name for ``env_id`` (``"reference"``: the env's scripted solver)."""
+    if latency_s < 0:
+        raise ConfigError("--policy-latency must be >= 0")
+    if name == "reference":
+        target = _REFERENCE.get(env_id)
+        if target is None:
+            raise ConfigError(f"{env_id} has no reference policy; ids with one: {sorted(_REFERENCE)}")
+        import importlib
+
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)(latency_s=latency_s, **kwargs)
+    raise ConfigError(f"unknown policy {name!r}; available here: 'reference'")
