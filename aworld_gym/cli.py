@@ -52,7 +52,9 @@ def _envs(_: argparse.Namespace) -> int:
 def _serve_python(args: argparse.Namespace) -> int:
     from aworld_gym.sandbox.server import main as serve
 
-    serve(["--transport", "streamable-http", "--host", args.host, "--port", str(args.port), "--isolation", args.isolation])
+    serve(
+        ["--transport", "streamable-http", "--host", args.host, "--port", str(args.port), "--isolation", args.isolation]
+    )
     return 0
 
 
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - a clear one-line error for configuration mistakes
+    except Exception as exc:
         from aworld_gym.core.errors import AWorldGymError
 
         if isinstance(exc, AWorldGymError | ValueError):

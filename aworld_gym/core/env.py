@@ -117,7 +117,7 @@ class MCPEnv(gym.Env[str, str]):
         if calls_needed:
             try:
                 results = self.hub.call(parsed.tool_calls)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
         return self._after_step(parsed, results, crash)
 
@@ -138,7 +138,7 @@ class MCPEnv(gym.Env[str, str]):
         if calls_needed:
             try:
                 results = await self.hub.acall(parsed.tool_calls)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
         return self._after_step(parsed, results, crash)
 
@@ -227,7 +227,7 @@ class MCPEnv(gym.Env[str, str]):
         self._step_started = time.perf_counter()
         try:
             parsed = self.parser.parse(action)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
             parsed = ParsedAction(text=str(action), errors=[f"the action parser failed: {type(exc).__name__}: {exc}"])
         return parsed, bool(parsed.tool_calls) and parsed.answer is None
 

@@ -110,7 +110,7 @@ class Connection:
         except asyncio.CancelledError:
             if not ready.done():
                 ready.set_exception(ServerError(self._describe("connection was cancelled")))
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - failures here become data, not crashes
             if not ready.done():
                 leaf = _first_leaf(exc)
                 ready.set_exception(ServerError(self._describe(f"failed to start: {type(leaf).__name__}: {leaf}")))
@@ -144,7 +144,7 @@ class Connection:
         if task is not None and not task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
-            except (TimeoutError, Exception):
+            except (TimeoutError, Exception):  # noqa: BLE001 - failures here become data, not crashes
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(task, 5.0)

@@ -87,7 +87,7 @@ def _close_open_hubs() -> None:
     for hub in hubs:
         try:
             hub.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - failures here become data, not crashes
             pass
 
 
@@ -331,7 +331,7 @@ class ToolHub:
                 text = f"Error: tool server {conn.spec.name!r} died during the call ({exc.message})."
                 return self._result(call, tool, text, SERVER_DIED, start)
             return self._result(call, tool, f"Error: {exc.message}", TOOL_ERROR, start)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
             conn.mark_dead()
             text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
             return self._result(call, tool, text, SERVER_DIED, start)

@@ -117,7 +117,8 @@ def collect(
         except BaseException as exc:  # noqa: BLE001 - reported after the run
             errors.append(exc)
             return
-        pol = policy() if callable(policy) and not hasattr(policy, "act") else policy
+        is_factory = isinstance(policy, type) or not hasattr(policy, "act")
+        pol = policy() if is_factory else policy  # type: ignore[operator]
         try:
             with lock:
                 if not n_tasks:

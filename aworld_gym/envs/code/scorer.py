@@ -35,8 +35,20 @@ def build_program(answer: str, task: Task) -> str:
         body = textwrap.dedent(code)
         program = task.prompt + "\n    pass\n\n" + body
     else:
-        program = task.prompt + code
+        # A completion of the prompt's last function: re-indent it as that function's body (answers arrive
+        # stripped, so the first line's indentation is usually lost).
+        program = task.prompt + _as_body(code)
     return f"{program}\n\n{task.metadata['test']}\n\ncheck({entry})\n"
+
+
+def _as_body(code: str) -> str:
+    lines = code.strip("\n").split("\n")
+    rest = [ln for ln in lines[1:] if ln.strip()]
+    rest_indent = min((len(ln) - len(ln.lstrip()) for ln in rest), default=0)
+    if lines and not lines[0].startswith((" ", "\t")) and rest and rest_indent >= 4:
+        lines[0] = "    " + lines[0]  # only the first line lost its indentation
+        return "\n".join(lines) + "\n"
+    return textwrap.indent(textwrap.dedent("\n".join(lines)), "    ") + "\n"
 
 
 @dataclass

@@ -1,0 +1,59 @@
+"""The ``aworld-gym rollout`` command as ``make run`` uses it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.policies import make_policy
+from aworld_gym.rollout.sinks import JSONLSink
+
+
+def cli(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "aworld_gym.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_rollout_prints_summary_and_writes_one_line_per_episode(tmp_path):
+    out = tmp_path / "traj.jsonl"
+    summary = tmp_path / "summary.json"
+    p = cli("rollout", "--env", "AWorld/Code-v0", "--policy", "reference", "--episodes", "6", "--concurrency", "3",
+            "--out", str(out), "--summary-json", str(summary), "--policy-latency", "0.05")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "success rate  100.0% (6/6)" in p.stdout and "episodes/s" in p.stdout and str(out) in p.stdout
+    assert "ep/s" in p.stderr or "ep]" in p.stderr  # the progress bar
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 6
+    assert sorted(r["task_id"] for r in records) == [f"HumanEval/{i}" for i in range(6)]
+    assert sorted(r["seed"] for r in records) == list(range(6))
+    r = records[0]
+    assert r["env_id"] == "AWorld/Code-v0" and r["termination"] == "answer" and r["reward"] == 1.0
+    assert r["reward_components"] == {"task": 1.0} and r["num_turns"] == 2
+    first = r["turns"][0]
+    assert first["tool_calls"][0]["name"] == "run_python" and "code" in first["tool_calls"][0]["arguments"]
+    assert first["tool_results"][0]["text"].startswith("exit code 0")
+    assert first["policy_s"] >= 0.05  # the stand-in model latency
+    assert set(r["timings"]) == {"reset_s", "policy_s", "env_s", "total_s"}
+    s = json.loads(summary.read_text())
+    assert s["recorded"] == 6 and s["success_rate"] == 1.0
+
+
+def test_trajectories_load_with_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    path = tmp_path / "t.jsonl"
+    collect("AWorld/Code-v0", make_policy("reference", "AWorld/Code-v0"), episodes=3, concurrency=1,
+            env_kwargs={"server": "inprocess"}, sink=JSONLSink(path), progress=False)  # fmt: skip
+    ds = datasets.load_dataset("json", data_files=str(path), split="train")
+    assert ds.num_rows == 3 and set(ds["termination"]) == {"answer"}
+
+
+def test_bad_arguments_are_clear_errors():
+    p = cli("rollout", "--env", "AWorld/Code-v0", "--policy", "gpt-9", "--episodes", "1")
+    assert p.returncode == 2 and "unknown policy 'gpt-9'" in p.stderr
+    p = cli("rollout", "--env", "AWorld/MCP-v0", "--policy", "reference", "--episodes", "1")
+    assert p.returncode == 2 and "has no reference policy" in p.stderr
+    p = cli("envs")
+    assert p.returncode == 0 and "AWorld/Code-v0" in p.stdout

@@ -1,0 +1,108 @@
+"""The Python-execution MCP server: per-env, per-episode work folders; one process for many envs."""
+
+import json
+import sys
+
+import psutil
+import pytest
+
+from aworld_gym.core.actions import ToolCall
+from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.sandbox.server import Workspaces, build_server
+from tests.helpers import child_pids, wait_until
+
+
+def run(hub, code, **kw):
+    return hub.call([ToolCall("run_python", {"code": code, **kw})])[0]
+
+
+def test_state_is_per_session_and_reset_per_episode():
+    server = build_server()
+    a, b = ToolHub(servers={"py": server}).start(), ToolHub(servers={"py": server}).start()
+    try:
+        a.begin_episode()
+        b.begin_episode()
+        assert "exit code 0" in run(a, "open('note.txt', 'w').write('from a')").text
+        assert "from a" in run(a, "print(open('note.txt').read())").text  # persists within the episode
+        assert "FileNotFoundError" in run(b, "print(open('note.txt').read())").text  # other env: own folder
+        a.begin_episode()
+        assert "FileNotFoundError" in run(a, "print(open('note.txt').read())").text  # new episode: fresh folder
+        assert len(server.workspaces) == 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_output_truncation_timeouts_and_errors_are_results():
+    hub = ToolHub(servers={"py": build_server()}).start()
+    try:
+        r = run(hub, "print('x' * 100000)")
+        assert r.error is None and "output truncated" in r.text
+        r = run(hub, "while True: pass", timeout_s=1)
+        assert "wall-clock" in r.text and r.error is None
+        r = run(hub, "raise SystemExit(3)")
+        assert r.text.startswith("exit code 3")
+        r = run(hub, "def f(:\n  pass")
+        assert "SyntaxError" in r.text
+        assert run(hub, "print(1)", timeout_s="soon").error == "bad_arguments"
+    finally:
+        hub.close()
+
+
+def test_workspaces_evict_oldest_sessions(tmp_path):
+    ws = Workspaces(tmp_path / "w", max_sessions=2)
+    p1 = ws.get("s1", 1)
+    ws.get("s2", 1)
+    ws.get("s3", 1)
+    assert not p1.exists() and len(ws) == 2
+    p3 = ws.get("s3", 1)
+    assert ws.get("s3", 2) != p3 and not p3.exists()
+    ws.close()
+    assert not (tmp_path / "w").exists()
+
+
+def test_server_survives_200_executions_with_bounded_memory():
+    """One stdio server process, 200 consecutive sandboxed executions; its RSS must stay flat."""
+    before = child_pids()
+    hub = ToolHub({"mcpServers": {"py": {"command": sys.executable, "args": ["-m", "aworld_gym.sandbox.server"]}}})
+    hub.start()
+    try:
+        (server_pid,) = child_pids() - before
+        proc = psutil.Process(server_pid)
+        rss = []
+        for i in range(200):
+            r = run(hub, f"import json; print(json.dumps({{'i': {i}, 'data': 'x' * 2000}}))")
+            assert json.loads(r.text.split("--- stdout ---\n", 1)[1])["i"] == i
+            if i in (49, 199):
+                rss.append(proc.memory_info().rss)
+        growth_mb = (rss[1] - rss[0]) / 2**20
+        print(f"server RSS after 50: {rss[0] / 2**20:.1f} MiB, after 200: {rss[1] / 2**20:.1f} MiB")
+        assert growth_mb < 15, f"server RSS grew {growth_mb:.1f} MiB over 150 executions"
+        assert proc.is_running()
+    finally:
+        hub.close()
+    assert wait_until(lambda: not (child_pids() - before))
+
+
+@pytest.mark.parametrize("n_envs", [6])
+def test_many_envs_share_one_server_process(n_envs):
+    import gymnasium as gym
+
+    import aworld_gym  # noqa: F401
+
+    before = child_pids()
+    envs = [gym.make("AWorld/Code-v0") for _ in range(n_envs)]
+    try:
+        for e in envs:
+            e.reset(options={"task_index": 0})
+        spawned = child_pids() - before
+        servers = [p for p in spawned if "aworld_gym.sandbox.server" in " ".join(psutil.Process(p).cmdline())]
+        assert len(servers) == 1, f"{len(servers)} Python-execution servers for {n_envs} envs"
+        call = '<tool_call>{"name": "run_python", "arguments": {"code": "import os; print(len(os.listdir()))"}}</tool_call>'
+        envs[0].step('<tool_call>{"name": "run_python", "arguments": {"code": "open(\'f\', \'w\')"}}</tool_call>')
+        assert "\n1\n" in envs[0].step(call)[0]
+        assert "\n0\n" in envs[1].step(call)[0]
+    finally:
+        for e in envs:
+            e.close()
+    assert wait_until(lambda: not (child_pids() - before), 20)
