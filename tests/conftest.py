@@ -13,3 +13,9 @@ from tests.helpers import http_demo_server
 def http_url():
     with http_demo_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def sse_url():
+    with http_demo_server("sse") as url:
+        yield url

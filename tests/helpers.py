@@ -36,11 +36,11 @@ def http_config(url: str, name: str = "demo") -> dict:
 
 
 @contextlib.contextmanager
-def http_demo_server() -> Iterator[str]:
-    """Run the demo server over streamable HTTP on 127.0.0.1; yields its URL."""
+def http_demo_server(transport: str = "streamable-http") -> Iterator[str]:
+    """Run the demo server over streamable HTTP (or SSE) on 127.0.0.1; yields its URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aworld_gym.mcp.demo_server", "--transport", "streamable-http", "--port", str(port)],
+        [sys.executable, "-m", "aworld_gym.mcp.demo_server", "--transport", transport, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -53,7 +53,7 @@ def http_demo_server() -> Iterator[str]:
             time.sleep(0.1)
         else:
             raise RuntimeError("demo HTTP server did not start")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
     finally:
         proc.terminate()
         try:

@@ -19,6 +19,15 @@ def test_readme_mcp_example_runs():
     assert len(blocks[0].strip().splitlines()) <= 12
 
 
+def test_readme_code_env_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```\n(?=\n|-|$)", README.read_text(), re.DOTALL)
+    code_block = next(b for b in blocks if "AWorld/Code-v0" in b)
+    code = "import gymnasium as gym\nimport aworld_gym\n" + code_block + "\nprint('CODE-OK')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "CODE-OK" in out.stdout
+
+
 def test_readme_opens_with_the_two_commands():
     head = README.read_text().split("## ", 1)[0]
     assert "make run" in head and "make test" in head

@@ -40,6 +40,8 @@ from aworld_gym.sandbox.cgroups import Cgroup, CgroupLimiter
 
 logger = logging.getLogger(__name__)
 
+NOBODY = 65534
+_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 WORK_DIR = "/sandbox/work"
 FILES_DIR = "/sandbox/files"
 MAIN = "/sandbox/main.py"
@@ -206,29 +208,76 @@ class Sandbox:
         try:
             main = exec_dir / "main.py"
             main.write_text(code, encoding="utf-8", errors="surrogateescape")
-            return self._run(main, exec_dir, workdir, [Path(f) for f in files], limits)
+            main.chmod(0o644)
+            if self.isolation == "bwrap" and os.geteuid() == 0:
+                os.chown(workdir, NOBODY, NOBODY)  # the sandbox user's only writable folder
+            staged = self._stage_files([Path(f) for f in files], exec_dir)
+            return self._run(main, exec_dir, workdir, staged, limits)
         finally:
             shutil.rmtree(exec_dir, ignore_errors=True)
 
     def _argv(self, main: Path, workdir: Path, files: list[Path], limits: Limits) -> list[str]:
+        python = [self.python, "-I", "-X", "utf8"]
         if self.isolation != "bwrap":
-            return [self.python, "-I", "-X", "utf8", str(main)]
-        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        argv += ["--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
+            return [*python, str(main)]
+        privileged = os.geteuid() == 0
+        if privileged:
+            # bwrap as root sets up the mounts, then setpriv drops to the host's `nobody` for good: a uid that
+            # owns nothing, cannot write /proc/sys, and whose setuid files grant nothing.
+            argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        else:
+            argv = ["bwrap", "--unshare-all"]  # an unprivileged user: a user namespace of its own uid
+        argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
         for d in _SYSTEM_DIRS:
             argv += ["--ro-bind-try", d, d]
+        # /proc, /dev and the private /tmp first: a Python installation under /tmp is then bound on top of it.
+        argv += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--perms",
+            "1777",
+            "--size",
+            str(limits.tmp_bytes),
+            "--tmpfs",
+            "/tmp",
+        ]
+        made: set[str] = set()
         for prefix in _python_roots(self.python):
+            argv += _dirs_for(prefix, made)
             argv += ["--ro-bind", prefix, prefix]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-        argv += ["--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
+        argv += [*_dirs_for(WORK_DIR, made), "--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
+        if files:
+            argv += _dirs_for(f"{FILES_DIR}/x", made)
         for f in files:
-            if f.exists():
-                argv += ["--ro-bind", str(f.resolve()), f"{FILES_DIR}/{f.name}"]
+            argv += ["--ro-bind", str(f), f"{FILES_DIR}/{f.name}"]
         argv += ["--clearenv"]
         for k, v in _ENV.items():
             argv += ["--setenv", k, v]
-        argv += ["--chdir", WORK_DIR, "--", self.python, "-I", "-X", "utf8", MAIN]
-        return argv
+        argv += ["--chdir", WORK_DIR, "--"]
+        if privileged:
+            argv += [_SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+            argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+        # A shell is PID 1 of the namespace (the kernel ignores default-action signals such as SIGXCPU for a
+        # namespace's init); the code runs as its child, and when the shell exits everything else dies.
+        return [*argv, "/bin/sh", "-c", '"$@"; exit $?', "sh", *python, MAIN]
+
+    def _stage_files(self, files: list[Path], exec_dir: Path) -> list[Path]:
+        """Task files the sandbox user may read: world-readable ones as they are, others copied (0644)."""
+        staged = []
+        for f in files:
+            if not f.is_file():
+                continue
+            f = f.resolve()
+            if self.isolation == "bwrap" and os.geteuid() == 0 and not _world_readable(f):
+                copy = exec_dir / "files" / f.name
+                copy.parent.mkdir(exist_ok=True)
+                shutil.copyfile(f, copy)
+                copy.chmod(0o644)
+                f = copy
+            staged.append(f)
+        return staged
 
     def _run(self, main: Path, exec_dir: Path, workdir: Path, files: list[Path], limits: Limits) -> ExecResult:
         cgroup: Cgroup | None = None
@@ -333,6 +382,29 @@ def _child_setup(limits: Limits, procs_files: list[str]):
     return setup
 
 
+def _dirs_for(path: str, made: set[str]) -> list[str]:
+    """``--perms 0755 --dir`` for each missing ancestor of ``path`` (bwrap would make them 0700 as root)."""
+    out: list[str] = []
+    parts = Path(path).parent.parts
+    for i in range(2, len(parts) + 1):
+        d = "/" + "/".join(parts[1:i])
+        if d in made or d in _SYSTEM_DIRS or d in ("/usr", "/proc", "/dev", "/tmp"):
+            continue
+        made.add(d)
+        out += ["--perms", "0755", "--dir", d]
+    return out
+
+
+def _world_readable(path: Path) -> bool:
+    """The file and every folder above it are readable/traversable by others."""
+    try:
+        if not path.stat().st_mode & 0o004:
+            return False
+        return all(p.stat().st_mode & 0o001 for p in path.parents)
+    except OSError:
+        return False
+
+
 def _read_capped(path: Path, max_chars: int) -> tuple[str, bool]:
     try:
         with open(path, "rb") as f:
@@ -377,27 +449,14 @@ def _bwrap_problem() -> str | None:
             problem: str | None = "bwrap is not installed"
         else:
             try:
-                cp = subprocess.run(
-                    [
-                        exe,
-                        "--unshare-all",
-                        "--die-with-parent",
-                        "--ro-bind",
-                        "/",
-                        "/",
-                        "--proc",
-                        "/proc",
-                        "--dev",
-                        "/dev",
-                        "--uid",
-                        "65534",
-                        "--",
-                        "true",
-                    ],
-                    capture_output=True,
-                    timeout=20,
-                    env={},
-                )
+                probe = [exe, "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+                if os.geteuid() == 0:
+                    probe = [*probe[:1], "--unshare-pid", "--unshare-net", "--as-pid-1", *probe[1:], "--",
+                             _SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
+                             "true"]  # fmt: skip
+                else:
+                    probe = [*probe[:1], "--unshare-all", *probe[1:], "--", "true"]
+                cp = subprocess.run(probe, capture_output=True, timeout=20, env={})
                 err = cp.stderr.decode(errors="replace").strip()
                 problem = None if cp.returncode == 0 else f"bwrap cannot create namespaces here: {err}"
             except (OSError, subprocess.TimeoutExpired) as exc:

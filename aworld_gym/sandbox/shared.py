@@ -98,6 +98,8 @@ class SharedPythonServer:
         with self._lock:
             self.refs = 0
             self._stop()
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
 
 
 def _free_port() -> int:

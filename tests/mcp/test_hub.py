@@ -12,12 +12,13 @@ from aworld_gym.mcp.hub import ToolHub
 from tests.helpers import EVERYTHING_JS, child_pids, http_config, stdio_config, wait_until
 
 
-@pytest.fixture(params=["inprocess", "stdio", "http"])
-def hub(request, http_url):
+@pytest.fixture(params=["inprocess", "stdio", "http", "sse"])
+def hub(request, http_url, sse_url):
     config = {
         "inprocess": lambda: {"mcpServers": {"demo": build_server()}},
         "stdio": stdio_config,
         "http": lambda: http_config(http_url),
+        "sse": lambda: {"mcpServers": {"demo": {"type": "sse", "url": sse_url, "headers": {"X-Test": "1"}}}},
     }[request.param]()
     h = ToolHub(config, call_timeout=3)
     h.start()
@@ -143,6 +144,26 @@ def test_async_face_from_another_loop():
         return [r[0].text for r in results]
 
     assert asyncio.run(main()) == ["1.0", "2.0", "3.0", "4.0", "5.0"]
+
+
+@pytest.mark.skipif(not EVERYTHING_JS.exists(), reason="npm install has not been run")
+def test_third_party_server_as_an_env():
+    """server-everything behind AWorld/MCP-v0: check_env and a scored episode."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import aworld_gym  # noqa: F401
+
+    config = {"mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]}}}
+    env = gym.make("AWorld/MCP-v0", mcp_config=config, tasks=[{"id": "s", "prompt": "2+3?", "answer": "5"}],
+                   allow_tools=["echo", "get-sum"])  # fmt: skip
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    assert sorted(t["function"]["name"] for t in info["tools"]) == ["echo", "get-sum"]
+    obs, *_ = env.step('<tool_call>{"name": "get-sum", "arguments": {"a": 2, "b": 3}}</tool_call>')
+    assert "The sum of 2 and 3 is 5." in obs
+    assert env.step("<answer>5</answer>")[1] == 1.0
+    env.close()
 
 
 @pytest.mark.skipif(not EVERYTHING_JS.exists(), reason="npm install has not been run")

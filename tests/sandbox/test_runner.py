@@ -1,0 +1,45 @@
+"""Sandbox runner details that the escape tests do not cover."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from aworld_gym.sandbox.runner import Limits, Sandbox, SandboxWarning
+
+
+def test_python_installed_under_tmp_is_usable(tmp_path):
+    """The private /tmp must not hide an interpreter that lives under the host's /tmp (CI clones there)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    sb = Sandbox(Limits(wall_seconds=20), python=str(venv / "bin" / "python"))
+    work = tmp_path / "work"
+    work.mkdir()
+    r = sb.run("import sys; print(sys.prefix)", work)
+    sb.close()
+    assert r.exit_code == 0, r.render()
+    assert r.stdout.strip() == str(venv)
+
+
+def test_fallback_without_bwrap_warns_loudly(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb = Sandbox(isolation="none")
+    assert sb.isolation == "none"
+    assert any(issubclass(w.category, SandboxWarning) and "NO network isolation" in str(w.message) for w in caught)
+    assert "HOST NETWORK" in str(sb.report["network"])
+    r = sb.run("print(6 * 7)", tmp_path)  # still runs, with rlimits and a scrubbed environment
+    sb.close()
+    assert r.stdout.strip() == "42"
+
+
+def test_missing_workdir_is_a_clear_error(tmp_path):
+    from aworld_gym.core.errors import SandboxError
+
+    sb = Sandbox()
+    with pytest.raises(SandboxError, match="does not exist"):
+        sb.run("print(1)", tmp_path / "nope")
+    assert sb.run("print('a\\x00')", tmp_path).exit_code == 0
+    assert "null bytes" in sb.run("x = 1\x00", tmp_path).stderr
+    sb.close()
