@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from aworld_gym.mcp.hub import META_PREFIX
+from aworld_gym.mcp.serving import serve
 
 
 def session_key(ctx: Context) -> tuple[str, int]:
@@ -117,11 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8931)
     args = parser.parse_args(argv)
-    server = build_server()
-    if args.transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run(args.transport, host=args.host, port=args.port)
+    serve(build_server(), args.transport, args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 
 from aworld_gym.mcp.hub import META_PREFIX
+from aworld_gym.mcp.serving import serve
 from aworld_gym.sandbox.runner import FILES_DIR, Limits, Sandbox
 
 RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
@@ -124,11 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     workspaces = Workspaces()
     atexit.register(workspaces.close)
     atexit.register(sandbox.close)
-    server = build_server(sandbox, workspaces, args.max_concurrent)
-    if args.transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run(args.transport, host=args.host, port=args.port)
+    serve(build_server(sandbox, workspaces, args.max_concurrent), args.transport, args.host, args.port)
 
 
 if __name__ == "__main__":
