@@ -158,7 +158,7 @@ class ToolHub:
 
     def call(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run ``calls`` concurrently and return one result per call, in order. Never raises for a bad call."""
-        return self._loop.run(self.acall(calls), timeout=self._guard_timeout(calls))
+        return self._loop.run(self._acall(list(calls)), timeout=self._guard_timeout(calls))
 
     def begin_episode(self, files: Sequence[str] = ()) -> None:
         """Start a new episode: restart dead servers, new episode key for per-session state, reset tools."""
@@ -308,19 +308,19 @@ class ToolHub:
             return ToolResult(call, f"Error: {text}", kind, server=tool.conn.spec.name)
         conn = tool.conn
         timeout = self._timeout(conn)
-        try:
-            await self._ensure_alive(conn)
-        except ServerError as exc:
-            return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down: {exc}", SERVER_DIED, start)
+        if not conn.alive:
+            try:
+                await self._ensure_alive(conn)
+            except ServerError as exc:
+                text = f"Error: tool server {conn.spec.name!r} is down: {exc}"
+                return self._result(call, tool, text, SERVER_DIED, start)
         if not conn.alive or conn.client is None:
             return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down.", SERVER_DIED, start)
         try:
-            # asyncio.timeout (no extra task, unlike wait_for) also bounds in-process servers, where the
-            # client's read timeout does not apply.
+            # asyncio.timeout (no extra task, unlike wait_for) bounds every transport, in-process included;
+            # cancelling the request also tells the session to drop it.
             async with asyncio.timeout(timeout):
-                result = await conn.client.call_tool(
-                    tool.name, call.arguments, read_timeout_seconds=timeout, meta=self._meta()
-                )
+                result = await conn.client.call_tool(tool.name, call.arguments, meta=self._meta())
         except TimeoutError:
             return self._timeout_result(call, tool, timeout, start)
         except MCPError as exc:

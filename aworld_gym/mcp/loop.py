@@ -84,8 +84,9 @@ class HubLoop:
         loop = self.loop
         assert loop is not None
         if self._background is None and not loop.is_running():
+            # This thread drives the loop: every call inside is bounded by its own timeout.
             with self._lock:
-                return loop.run_until_complete(_bounded(coro, timeout))
+                return loop.run_until_complete(coro)
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -125,10 +126,3 @@ class HubLoop:
                     loop.run_until_complete(loop.shutdown_asyncgens())
                 finally:
                     loop.close()
-
-
-async def _bounded(coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-    if timeout is None:
-        return await coro
-    async with asyncio.timeout(timeout):
-        return await coro
