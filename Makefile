@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets
+EXTRAS := dev,code,datasets,gaia
 
 .PHONY: run test setup system-deps node-deps lint bench clean
 
@@ -33,14 +33,18 @@ $(STAMPS)/node: package.json
 	  else echo "WARNING: npm not found: tests that need Node MCP servers will be skipped" >&2; fi
 	@touch $@
 
-# bubblewrap is the sandbox of AWorld/Code-v0 (network, PID and mount namespaces).
-$(STAMPS)/system:
+# Debian packages: bubblewrap (the code sandbox: network, PID and mount namespaces) and tesseract-ocr
+# (offline OCR for GAIA image attachments).
+$(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
-	@if ! command -v bwrap >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null; \
-	  else echo "WARNING: bubblewrap (bwrap) is missing and cannot be installed here; the code sandbox falls back to rlimits only" >&2; fi; \
-	fi
+	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  command -v tesseract >/dev/null || missing="$$missing tesseract-ocr tesseract-ocr-eng"; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      echo "installing Debian packages:$$missing"; \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
+	    else echo "WARNING: missing$$missing and cannot install as non-root: the code sandbox falls back to rlimits only / OCR is unavailable" >&2; fi; \
+	  fi
 	@touch $@
 
 lint: setup
