@@ -37,6 +37,7 @@ PolicyFactory = Callable[..., Policy]
 # env id -> factory of its scripted reference policy.
 _REFERENCE: dict[str, str] = {
     "AWorld/Code-v0": "aworld_gym.envs.code.reference:CodeReferencePolicy",
+    "AWorld/GAIA-v0": "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
 }
 
 

@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from aworld_gym.core.errors import ServerError
 
@@ -130,6 +131,33 @@ def shared_server(isolation: str = "auto", wall_seconds: float = 10.0, memory_mb
         if key not in _servers:
             _servers[key] = SharedPythonServer(isolation, wall_seconds, memory_mb)
         return _servers[key]
+
+
+def python_server_entry(
+    server: str, isolation: str, exec_timeout_s: float, memory_mb: int
+) -> tuple[Any, SharedPythonServer | None]:
+    """The ``mcpServers`` entry of the Python-execution server an env asked for, and the shared handle to release.
+
+    Args:
+        server: ``"shared"`` (one server process per driver process), ``"inprocess"``, or an http(s) URL.
+        isolation, exec_timeout_s, memory_mb: sandbox settings (for ``shared`` and ``inprocess``).
+    """
+    from aworld_gym.core.errors import ConfigError
+
+    if server == "shared":
+        shared = shared_server(isolation, exec_timeout_s, memory_mb)
+        return {"type": "streamable-http", "url": shared.acquire()}, shared
+    if server == "inprocess":
+        from aworld_gym.sandbox.runner import Limits, Sandbox
+        from aworld_gym.sandbox.server import build_server
+
+        limits = Limits(
+            wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
+        )
+        return build_server(Sandbox(limits, isolation=isolation)), None  # type: ignore[arg-type]
+    if server.startswith(("http://", "https://")):
+        return {"type": "streamable-http", "url": server}, None
+    raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")
 
 
 @atexit.register

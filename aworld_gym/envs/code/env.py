@@ -57,23 +57,10 @@ class CodeEnv(MCPEnv):
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
-        self._shared = None
-        if server == "shared":
-            from aworld_gym.sandbox.shared import shared_server
+        from aworld_gym.sandbox.shared import python_server_entry
 
-            self._shared = shared_server(isolation, exec_timeout_s, memory_mb)
-            config: Mapping[str, Any] = {
-                "mcpServers": {"python": {"type": "streamable-http", "url": self._shared.acquire()}}
-            }
-        elif server == "inprocess":
-            from aworld_gym.sandbox.server import build_server
-
-            sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
-            config = {"mcpServers": {"python": build_server(sandbox)}}
-        elif server.startswith(("http://", "https://")):
-            config = {"mcpServers": {"python": {"type": "streamable-http", "url": server}}}
-        else:
-            raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")
+        entry, self._shared = python_server_entry(server, isolation, exec_timeout_s, memory_mb)
+        config: Mapping[str, Any] = {"mcpServers": {"python": entry}}
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)

@@ -1,0 +1,183 @@
+"""AWorld/GAIA-v0: GAIA questions with file, code and search tools, scored by GAIA's official rules."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aworld_gym.core.env import MCPEnv
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.rewards import TaskScore
+from aworld_gym.core.task import Task
+from aworld_gym.envs.gaia.loader import load_gaia, split_dir
+from aworld_gym.envs.gaia.scorer import question_scorer
+from aworld_gym.mcp.config import parse_mcp_config
+
+SYSTEM_PREAMBLE = """You are a general AI assistant. I will ask you a question. Use the tools to find the answer, \
+step by step. When you know it, reply with your final answer inside <answer></answer> tags (a final line \
+"FINAL ANSWER: ..." is accepted too).
+YOUR FINAL ANSWER should be a number OR as few words as possible OR a comma separated list of numbers and/or \
+strings.
+If you are asked for a number, don't use commas to write your number, nor units such as $ or percent signs, \
+unless specified otherwise.
+If you are asked for a string, don't use articles, nor abbreviations (e.g. for cities), and write digits in plain \
+text unless specified otherwise.
+If you are asked for a comma separated list, apply the above rules depending on whether each element is a number \
+or a string."""
+
+SAMPLE_NOTE = (
+    "bundled sample set: 30 GAIA-format tasks written for aworld-gym (not the GAIA benchmark); "
+    "pass data_dir= for the real GAIA data"
+)
+
+
+class GAIAEnv(MCPEnv):
+    """GAIA with a file reader, a sandboxed Python tool and web search, over MCP.
+
+    Args:
+        data_dir: a local copy of the ``gaia-benchmark/GAIA`` snapshot (``2023/<split>/metadata.jsonl`` and the
+            attachments); ``None`` uses the bundled sample set (generated on first use).
+        split: ``"validation"`` (answers known) or ``"test"`` (no answers: no reward, answers recorded).
+        level: 1, 2, 3 or ``None`` for all.
+        search: search backend: ``"local:<folder>"`` (offline BM25 over a folder of documents), ``"tavily"``,
+            ``"serper"``, ``"brave"`` (API key from the environment), ``"none"``; default: the sample set's
+            local corpus, or ``search_docs`` when given, else no search tool.
+        search_docs: a folder of documents for the offline search backend.
+        mcp_config: extra servers in AWorld's format (e.g. AWorld's hosted GAIA tool server, ``@playwright/mcp``).
+        python_server: ``"shared"``, ``"inprocess"`` or a URL (see ``AWorld/Code-v0``).
+        isolation, exec_timeout_s, memory_mb: sandbox settings of ``run_python``.
+        **kwargs: everything :class:`MCPEnv` takes (``allow_tools``, ``reward_hooks``, ``max_turns``, ...).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        split: str = "validation",
+        level: int | None = None,
+        *,
+        search: str | None = None,
+        search_docs: str | Path | None = None,
+        mcp_config: Mapping[str, Any] | str | Path | None = None,
+        python_server: str = "shared",
+        isolation: str = "auto",
+        exec_timeout_s: float = 30.0,
+        memory_mb: int = 2048,
+        **kwargs: Any,
+    ) -> None:
+        for key in ("tasks", "scorer", "servers"):
+            if key in kwargs:
+                raise ConfigError(f"AWorld/GAIA-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom setups")
+        self.sample = data_dir is None
+        if self.sample:
+            from aworld_gym.envs.gaia.sample import ensure_sample
+
+            root = ensure_sample()
+            if split != "validation":
+                raise ConfigError("the bundled sample set has only the validation split; pass data_dir= for test")
+            search_docs = search_docs or root / "search_docs"
+            data_dir = root
+        tasks = load_gaia(data_dir, split=split, level=level)
+        self.split = split
+        self.data_folder = split_dir(data_dir, split)
+        servers = self._servers(search, search_docs, python_server, isolation, exec_timeout_s, memory_mb)
+        extra = parse_mcp_config(mcp_config) if mcp_config is not None else []
+        clash = {s.name for s in extra} & set(servers)
+        if clash:
+            raise ConfigError(f"mcp_config server names {sorted(clash)} clash with GAIA's own servers; rename them")
+        config = {"mcpServers": {**servers, **{s.name: _entry(s) for s in extra}}}
+        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+        kwargs.setdefault("reward_hooks", [TaskScore()])
+        kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
+        try:
+            super().__init__(mcp_config=config, tasks=tasks, scorer=None, **kwargs)
+        except BaseException:
+            self._release()
+            raise
+
+    def _servers(
+        self,
+        search: str | None,
+        search_docs: str | Path | None,
+        python_server: str,
+        isolation: str,
+        exec_timeout_s: float,
+        memory_mb: int,
+    ) -> dict[str, Any]:
+        from aworld_gym.envs.gaia import files_server, search_server
+        from aworld_gym.sandbox.shared import python_server_entry
+
+        servers: dict[str, Any] = {"files": files_server.build_server(roots=[self.data_folder])}
+        spec = search if search is not None else (f"local:{search_docs}" if search_docs else "none")
+        if spec == "none":
+            if search is None:
+                warnings.warn(
+                    "AWorld/GAIA-v0: no search tool (pass search='tavily'|'serper'|'brave' or search_docs=<folder>)",
+                    stacklevel=3,
+                )
+        else:
+            servers["search"] = search_server.build_server(search_server.make_backend(spec))
+        python, self._shared = python_server_entry(python_server, isolation, exec_timeout_s, memory_mb)
+        servers["python"] = python
+        return servers
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if self._shared is not None:
+            self._shared.ensure_alive()
+        obs, info = super().reset(seed=seed, options=options)
+        assert self.task is not None
+        info["dataset"] = SAMPLE_NOTE if self.sample else f"GAIA {self.split} ({self.data_folder})"
+        info["level"] = self.task.metadata.get("level")
+        return obs, info
+
+    def render_prompt(self, task: Task) -> str:
+        if not task.files:
+            return task.prompt
+        lines = [task.prompt, ""]
+        for f in task.files:
+            name = Path(f).name
+            lines.append(
+                f"Attached file: {name} (read it with read_file(path={name!r}); inside run_python it is "
+                f"/sandbox/files/{name})"
+            )
+        return "\n".join(lines)
+
+    def score(self, answer: str, task: Task) -> float | None:
+        if task.answer is None:
+            return None  # the test split hides answers: the answer is recorded, not scored
+        return 1.0 if question_scorer(answer, str(task.answer)) else 0.0
+
+    def task_files(self, task: Task) -> Sequence[str]:
+        return task.files
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            super().close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        shared, self._shared = getattr(self, "_shared", None), None
+        if shared is not None:
+            shared.release()
+
+
+def _entry(spec: Any) -> dict[str, Any]:
+    """An mcpServers entry back from a parsed ServerSpec (extra servers pass through unchanged)."""
+    if spec.type == "inprocess":
+        return {"type": "inprocess", "server": spec.server}
+    out: dict[str, Any] = {"type": spec.type}
+    for key in ("command", "cwd", "url", "timeout", "sse_read_timeout", "reset_tool"):
+        value = getattr(spec, key)
+        if value is not None:
+            out[key] = value
+    if spec.args:
+        out["args"] = list(spec.args)
+    if spec.env:
+        out["env"] = dict(spec.env)
+    if spec.headers:
+        out["headers"] = dict(spec.headers)
+    return out
