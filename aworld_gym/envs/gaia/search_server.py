@@ -298,8 +298,10 @@ class HTTPSearchBackend:
         retries: int = 3,
         backoff_s: float = 1.0,
         max_fetch_bytes: int = 5_000_000,
+        allow_private_fetch: bool = False,
     ) -> None:
         self.name = provider.lower()
+        self.allow_private_fetch = allow_private_fetch
         if self.name not in PROVIDERS:
             raise ConfigError(f"unknown search provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
         self.provider = PROVIDERS[self.name]
@@ -366,22 +368,53 @@ class HTTPSearchBackend:
             raise SearchError(f"refused {url!r}: only http:// and https:// URLs can be fetched")
 
         def attempt() -> str:
-            with self.client.stream("GET", url, follow_redirects=True, timeout=self.timeout_s) as response:
-                self._check(response, f"fetching {url}")
-                kind = response.headers.get("Content-Type", "text/html").split(";")[0].strip().lower()
-                if not (kind.startswith("text/") or "html" in kind or "json" in kind or "xml" in kind):
-                    raise SearchError(f"{url} is a {kind} document, not a text page")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) >= self.max_fetch_bytes:
-                        break
-                data, charset = bytes(body[: self.max_fetch_bytes]), response.charset_encoding
-            if "html" in kind or data.lstrip()[:15].lower().startswith(b"<!doctype html"):
-                return html_to_text(data.decode(charset, errors="replace") if charset else data)  # bs4 sniffs
-            return data.decode(charset or "utf-8", errors="replace")
+            target = url
+            for _ in range(6):  # follow redirects by hand so that every hop is checked
+                self._check_public(target)
+                with self.client.stream("GET", target, follow_redirects=False, timeout=self.timeout_s) as response:
+                    location = response.headers.get("Location")
+                    if response.is_redirect and location:
+                        target = str(response.url.join(location))
+                        continue
+                    return self._read_page(response, url)
+            raise SearchError(f"fetching {url}: too many redirects")
 
         return self._with_retries(f"fetching {url}", attempt)
+
+    def _check_public(self, url: str) -> None:
+        """Refuse URLs whose host is (or resolves to) a private, loopback, link-local or reserved address."""
+        if self.allow_private_fetch:
+            return
+        import ipaddress
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SearchError(f"refused {url!r}: only http:// and https:// URLs can be fetched")
+        try:
+            infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            raise SearchError(f"cannot resolve {parts.hostname!r}: {exc}") from None
+        for info in infos:
+            ip = ipaddress.ip_address(info[4][0])
+            if not ip.is_global:
+                raise SearchError(f"refused {url!r}: {parts.hostname} is a private or local address ({ip})")
+
+    def _read_page(self, response: Any, url: str) -> str:
+        self._check(response, f"fetching {url}")
+        kind = response.headers.get("Content-Type", "text/html").split(";")[0].strip().lower()
+        if not (kind.startswith("text/") or "html" in kind or "json" in kind or "xml" in kind):
+            raise SearchError(f"{url} is a {kind} document, not a text page")
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) >= self.max_fetch_bytes:
+                break
+        data, charset = bytes(body[: self.max_fetch_bytes]), response.charset_encoding
+        if "html" in kind or data.lstrip()[:15].lower().startswith(b"<!doctype html"):
+            return html_to_text(data.decode(charset, errors="replace") if charset else data)  # bs4 sniffs
+        return data.decode(charset or "utf-8", errors="replace")
 
     def close(self) -> None:
         """Close the HTTP client."""

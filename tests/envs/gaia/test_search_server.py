@@ -254,6 +254,7 @@ RESPONSES = {
 
 def mock_backend(provider: str, handler, **kwargs) -> HTTPSearchBackend:
     client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    kwargs.setdefault("allow_private_fetch", True)  # mocked hosts: no DNS look-up
     return HTTPSearchBackend(provider, api_key="KEY", client=client, backoff_s=0.001, **kwargs)
 
 
@@ -392,7 +393,14 @@ def test_real_http_server_on_localhost_through_mcp(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        b = HTTPSearchBackend("serper", api_key="LOCALKEY", endpoint=f"{base}/search", backoff_s=0.001, timeout_s=5)
+        b = HTTPSearchBackend(
+            "serper",
+            api_key="LOCALKEY",
+            endpoint=f"{base}/search",
+            backoff_s=0.001,
+            timeout_s=5,
+            allow_private_fetch=True,
+        )
         with ToolHub(servers={"search": build_server(b)}) as h:
             r = h.call([ToolCall("web_search", {"query": "q", "max_results": 2})])[0]
             assert r.error is None and r.text == "1. T\n   URL: https://t.org\n   serper snippet"
@@ -403,3 +411,21 @@ def test_real_http_server_on_localhost_through_mcp(monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_fetch_refuses_private_addresses_and_redirects_to_them():
+    """No SSRF: loopback/private targets are refused, also when a public page redirects there (mocked: no traffic)."""
+    seen = []
+
+    def handler(request):
+        seen.append(str(request.url))
+        return httpx2.Response(302, headers={"Location": "http://127.0.0.1:8080/admin"})
+
+    b = HTTPSearchBackend("serper", api_key="K", client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    for url in ("http://127.0.0.1:8080/admin", "http://10.0.0.5/", "http://[::1]/", "http://169.254.169.254/latest"):
+        with pytest.raises(SearchError, match="private or local"):
+            b.fetch(url)
+    assert seen == []
+    with pytest.raises(SearchError, match="private or local"):
+        b.fetch("http://93.184.216.34/start")
+    assert seen == ["http://93.184.216.34/start"]
