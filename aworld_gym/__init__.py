@@ -20,9 +20,7 @@ ENV_IDS: dict[str, tuple[str, int]] = {
 def register_envs() -> list[str]:
     """Register every AWorld id with Gymnasium (idempotent); returns the ids."""
     import gymnasium as gym
-    from gymnasium.envs.registration import WrapperSpec
 
-    label = WrapperSpec("TruncationReason", "aworld_gym.wrappers.limits:TruncationReason", kwargs={})
     for env_id, (entry_point, max_steps) in ENV_IDS.items():
         if env_id in gym.registry:
             continue
@@ -32,9 +30,20 @@ def register_envs() -> list[str]:
             max_episode_steps=max_steps,
             nondeterministic=True,
             disable_env_checker=False,
-            additional_wrappers=(label,),
+            vector_entry_point=_vector_entry_point(env_id),
         )
     return list(ENV_IDS)
+
+
+def _vector_entry_point(env_id: str) -> Any:
+    """RayVectorEnv with the id bound, imported only when a vector env is made (no Ray at import)."""
+
+    def make(num_envs: int = 1, **kwargs: Any) -> Any:
+        from aworld_gym.rollout.ray_vector import RayVectorEnv
+
+        return RayVectorEnv(num_envs=num_envs, env_id=env_id, **kwargs)
+
+    return make
 
 
 register_envs()

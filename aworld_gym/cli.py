@@ -10,35 +10,52 @@ from pathlib import Path
 
 
 def _rollout(args: argparse.Namespace) -> int:
+    import functools
+
     from aworld_gym.rollout.collect import collect
     from aworld_gym.rollout.policies import make_policy
 
     env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
+    if not isinstance(env_kwargs, dict):
+        raise ValueError("--env-kwargs must be a JSON object")
     if args.max_turns is not None:
-        env_kwargs["max_episode_steps"] = args.max_turns
+        env_kwargs["max_turns"] = args.max_turns
     out = args.out or Path("runs") / f"{args.env.split('/')[-1].lower()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    policy = make_policy(args.policy, args.env, latency_s=args.policy_latency)
+    policy_kwargs = {"model": args.model, "base_url": args.base_url} if args.policy in ("openai", "hf") else {}
+    factory = functools.partial(
+        make_policy,
+        args.policy,
+        args.env,
+        latency_s=args.policy_latency,
+        **{k: v for k, v in policy_kwargs.items() if v},
+    )
+    factory()  # fail fast on a bad policy configuration
+    engine = "ray" if (args.ray or args.ray_address) else "async"
     print(
-        f"aworld-gym rollout: {args.env}, policy={args.policy}, {args.episodes} episodes, "
-        f"concurrency {args.concurrency}, policy latency {args.policy_latency:g} s",
+        f"aworld-gym rollout: {args.env}, policy={args.policy}, {args.episodes} episodes, group size {args.group_size}, "
+        f"concurrency {args.concurrency} ({engine}), policy latency {args.policy_latency:g} s",
         flush=True,
     )
     summary = collect(
         args.env,
-        lambda: make_policy(args.policy, args.env, latency_s=args.policy_latency),
+        factory,
         episodes=args.episodes,
         concurrency=args.concurrency,
+        group_size=args.group_size,
         seed=args.seed,
         env_kwargs=env_kwargs,
         sink=out,
+        resume=args.resume,
         task_order=args.task_order,
+        engine=engine,
+        ray_address=args.ray_address,
+        policy_timeout_s=args.policy_timeout,
         progress=not args.no_progress,
     )
-    del policy
     print(summary.render(), flush=True)
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
-    return 0 if summary.recorded == summary.episodes else 1
+        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+    return 0 if summary.recorded + summary.skipped == summary.episodes else 1
 
 
 def _envs(_: argparse.Namespace) -> int:
@@ -63,15 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("rollout", help="collect episodes with a policy and write trajectories (JSONL)")
     r.add_argument("--env", required=True, help="environment id, e.g. AWorld/Code-v0")
-    r.add_argument("--policy", default="reference", help="policy name (reference)")
+    r.add_argument("--policy", default="reference", choices=["reference", "openai", "hf"])
+    r.add_argument("--model", default=None, help="model name (openai: else $LLM_MODEL_NAME) or path (hf)")
+    r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (else $LLM_BASE_URL)")
     r.add_argument("--episodes", type=int, default=32)
     r.add_argument("--concurrency", type=int, default=8, help="episodes running at once")
+    r.add_argument("--group-size", type=int, default=1, help="samples per task in a row (GRPO groups)")
     r.add_argument("--policy-latency", type=float, default=0.0, help="fixed seconds per policy turn")
+    r.add_argument("--policy-timeout", type=float, default=None, help="seconds before a policy turn counts as hung")
     r.add_argument("--seed", type=int, default=0, help="episode i resets with seed+i")
     r.add_argument("--task-order", choices=["cycle", "sample"], default="cycle")
-    r.add_argument("--max-turns", type=int, default=None, help="override the id's max_episode_steps")
+    r.add_argument("--max-turns", type=int, default=None, help="override the id's turn limit")
     r.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make")
-    r.add_argument("--out", default=None, help="trajectory JSONL path (default runs/<env>-<time>.jsonl)")
+    r.add_argument("--out", default=None, help="trajectories: .jsonl or .parquet (default runs/<env>-<time>.jsonl)")
+    r.add_argument("--resume", action="store_true", help="skip the (task, sample) pairs already in --out")
+    r.add_argument("--ray", action="store_true", help="run episodes on a pool of Ray actors")
+    r.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto': the running one)")
     r.add_argument("--summary-json", default=None, help="also write the summary as JSON here")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_rollout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -107,6 +108,7 @@ class MCPEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         task = self._pick_task(options or {})
+        self.prepare_episode(task)
         self.hub.begin_episode(files=self.task_files(task))
         return self._start_episode(task)
 
@@ -119,7 +121,8 @@ class MCPEnv(gym.Env[str, str]):
                 results = self.hub.call(parsed.tool_calls)
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
-        return self._after_step(parsed, results, crash)
+        score = self._score_answer(parsed)
+        return self._after_step(parsed, results, crash, score)
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -127,11 +130,12 @@ class MCPEnv(gym.Env[str, str]):
         """Async :meth:`reset` for collectors running many envs on one event loop."""
         super().reset(seed=seed)
         task = self._pick_task(options or {})
+        await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         return self._start_episode(task)
 
     async def astep(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Async :meth:`step`."""
+        """Async :meth:`step` (scoring, which may run tests, happens in a worker thread)."""
         parsed, calls_needed = self._before_step(action)
         results: list[ToolResult] = []
         crash: str | None = None
@@ -140,7 +144,16 @@ class MCPEnv(gym.Env[str, str]):
                 results = await self.hub.acall(parsed.tool_calls)
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
-        return self._after_step(parsed, results, crash)
+        score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
+        return self._after_step(parsed, results, crash, score)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.hub.aclose()
+        self.release()
 
     def render(self) -> str | None:
         if self.render_mode is None:
@@ -156,10 +169,19 @@ class MCPEnv(gym.Env[str, str]):
         if self._closed:
             return
         self._closed = True
-        self.hub.close()
+        try:
+            self.hub.close()
+        finally:
+            self.release()
         super().close()
 
     # ----- hooks for concrete environments ---------------------------------------------------------------
+    def prepare_episode(self, task: Task) -> None:
+        """Called before each episode's servers are told about it (e.g. restart a shared server that died)."""
+
+    def release(self) -> None:
+        """Called once when the env closes, after its sessions are closed (release shared resources)."""
+
     def task_files(self, task: Task) -> Sequence[str]:
         """Attachment paths handed to the tool servers (in each call's ``_meta``)."""
         return task.files
@@ -231,21 +253,25 @@ class MCPEnv(gym.Env[str, str]):
             parsed = ParsedAction(text=str(action), errors=[f"the action parser failed: {type(exc).__name__}: {exc}"])
         return parsed, bool(parsed.tool_calls) and parsed.answer is None
 
+    def _score_answer(self, parsed: ParsedAction) -> float | None:
+        if parsed.answer is None:
+            return None
+        assert self.task is not None
+        return self.score(parsed.answer, self.task)
+
     def _after_step(
-        self, parsed: ParsedAction, results: list[ToolResult], crash: str | None
+        self, parsed: ParsedAction, results: list[ToolResult], crash: str | None, score: float | None
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         task = self.task
         assert task is not None
         errors = list(parsed.errors)
         terminated = truncated = False
         reason: str | None = None
-        score: float | None = None
         parts: list[str] = []
         if errors:
             parts.append("Format error: " + "; ".join(errors) + ". " + FORMAT_HINT)
         if parsed.answer is not None:
             terminated = True
-            score = self.score(parsed.answer, task)
             parts.append("Your final answer was recorded.")
         elif crash is not None:
             truncated, reason = True, "env_crash"
@@ -337,8 +363,17 @@ class MCPEnv(gym.Env[str, str]):
             self.messages.append({"role": "user", "content": feedback})
 
     def _turn_limit(self) -> int | None:
-        # gym.make's TimeLimit (max_episode_steps) is labelled by the TruncationReason wrapper.
-        return self.max_turns
+        """``max_turns``, else the id's registered ``max_episode_steps`` (the env labels those truncations itself;
+        a shorter ``max_episode_steps`` given to ``gym.make`` truncates through Gymnasium's ``TimeLimit``)."""
+        if self.max_turns is not None:
+            return self.max_turns
+        spec = getattr(self, "spec", None)
+        if spec is None:
+            return None
+        try:
+            return gym.spec(spec.id).max_episode_steps
+        except gym.error.Error:
+            return spec.max_episode_steps
 
     def _bound(self, text: str) -> str:
         limit = self.observation_space.max_length

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,3 +48,64 @@ class UnicodeText(Text):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.min_length, self.max_length))
+
+
+# ----- shared memory for AsyncVectorEnv (gym.make_vec(..., vectorization_mode="async")) ----------------------
+# Gymnasium stores Text in shared memory as indices into its charset, which cannot hold arbitrary Unicode. Here a
+# UnicodeText slot is (length, code points...) as int32, so async vector envs work with the default shared memory.
+class SharedTextView(Sequence[str]):
+    """A live view of the strings in shared memory (like the numpy views Gymnasium returns for arrays).
+
+    ``AsyncVectorEnv`` reads its shared memory once and returns that object after every step, so strings need a view
+    that decodes on access; ``copy.deepcopy`` (what ``copy=True`` does) gives a plain tuple of ``str``.
+    """
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        row = self._data[i]
+        return row[1 : 1 + int(row[0])].astype("<u4").tobytes().decode("utf-32-le", errors="surrogatepass")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+def _register_shared_memory() -> None:
+    import multiprocessing as mp
+
+    from gymnasium.vector.utils import shared_memory as sm
+
+    @sm.create_shared_memory.register(UnicodeText)
+    def _create(space: UnicodeText, n: int = 1, ctx: Any = mp) -> Any:
+        return ctx.Array(np.dtype(np.int32).char, n * (space.max_length + 1))
+
+    @sm.read_from_shared_memory.register(UnicodeText)
+    def _read(space: UnicodeText, shared_memory: Any, n: int = 1) -> SharedTextView:
+        data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length + 1))
+        return SharedTextView(data)
+
+    @sm.write_to_shared_memory.register(UnicodeText)
+    def _write(space: UnicodeText, index: int, value: str, shared_memory: Any) -> None:
+        size = space.max_length + 1
+        dest = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)
+        codes = np.frombuffer(value.encode("utf-32-le", errors="surrogatepass"), dtype=np.int32)
+        dest[index * size] = len(codes)
+        dest[index * size + 1 : index * size + 1 + len(codes)] = codes
+
+
+_register_shared_memory()

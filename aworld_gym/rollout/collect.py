@@ -1,16 +1,22 @@
-"""Collect many episodes concurrently and stream their trajectories to a sink.
+"""Collect many episodes concurrently and stream their trajectories to a sink as each one finishes.
 
-Each worker owns one env and pulls the next episode as soon as its last one ends (no lock-step). This
-thread-pool collector is the in-process engine; the async and Ray engines plug in behind the same
-:func:`collect` signature.
+Two engines behind one :func:`collect`:
+
+- ``"async"`` (in-process): ``concurrency`` envs on one asyncio loop, each pulling the next episode as soon as its
+  last one ends (no lock-step) — the right engine for latency-bound work (model endpoints, remote tools);
+- ``"ray"``: a pool of Ray actors spread over the cluster's nodes, each running several envs the same way; a dead
+  actor loses only its in-flight episodes (recorded as truncated, ``env_crash``) and is replaced.
+
+Episodes are keyed by ``(task_id, sample)``: with ``group_size=G`` each task runs G samples in a row (a GRPO
+group); ``resume=True`` skips the keys already in the output and never writes one twice.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import asyncio
+import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +26,20 @@ import gymnasium as gym
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.runner import run_episode
-from aworld_gym.rollout.sinks import JSONLSink, Sink
+from aworld_gym.rollout.runner import EpisodeRecorder, arun_episode
+from aworld_gym.rollout.sinks import Sink, open_sink
+
+SUCCESS = "answer"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode to run: which task, which sample of it, which seed."""
+
+    index: int
+    task_index: int
+    sample: int
+    seed: int
 
 
 @dataclass
@@ -30,11 +48,15 @@ class Summary:
 
     env_id: str
     episodes: int
-    recorded: int
-    successes: int
-    mean_reward: float
-    wall_s: float
+    recorded: int = 0
+    skipped: int = 0
+    successes: int = 0
+    total_reward: float = 0.0
+    total_turns: int = 0
+    wall_s: float = 0.0
     terminations: dict[str, int] = field(default_factory=dict)
+    engine: str = "async"
+    concurrency: int = 1
     path: str | None = None
 
     @property
@@ -42,23 +64,55 @@ class Summary:
         return self.successes / self.recorded if self.recorded else 0.0
 
     @property
+    def mean_reward(self) -> float:
+        return self.total_reward / self.recorded if self.recorded else 0.0
+
+    @property
+    def mean_turns(self) -> float:
+        return self.total_turns / self.recorded if self.recorded else 0.0
+
+    @property
     def episodes_per_s(self) -> float:
         return self.recorded / self.wall_s if self.wall_s > 0 else 0.0
 
+    @property
+    def failures(self) -> dict[str, int]:
+        """Episodes that did not end with an answer, by kind (turn_limit, env_crash, policy_error, ...)."""
+        return {k: v for k, v in sorted(self.terminations.items()) if k != SUCCESS}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        self.recorded += 1
+        self.successes += is_success(record)
+        self.total_reward += float(record.get("reward") or 0.0)
+        self.total_turns += int(record.get("num_turns") or 0)
+        kind = record.get("termination") or "unknown"
+        self.terminations[kind] = self.terminations.get(kind, 0) + 1
+
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "success_rate": self.success_rate, "episodes_per_s": self.episodes_per_s}
+        return {
+            **{k: v for k, v in self.__dict__.items()},
+            "success_rate": self.success_rate,
+            "mean_reward": self.mean_reward,
+            "mean_turns": self.mean_turns,
+            "episodes_per_s": self.episodes_per_s,
+            "failures": self.failures,
+        }
 
     def render(self) -> str:
-        ends = ", ".join(f"{k} {v}" for k, v in sorted(self.terminations.items()))
-        lines = [
-            f"episodes      {self.recorded}/{self.episodes} recorded ({ends})",
-            f"success rate  {100 * self.success_rate:.1f}% ({self.successes}/{self.recorded})",
-            f"mean reward   {self.mean_reward:.3f}",
-            f"throughput    {self.episodes_per_s:.2f} episodes/s (wall {self.wall_s:.1f} s)",
-        ]
+        failures = ", ".join(f"{k} {v}" for k, v in self.failures.items()) or "none"
+        rows = [
+            ("episodes", f"{self.recorded}/{self.episodes} recorded" + (f" ({self.skipped} resumed)" if self.skipped else "")),
+            ("success rate", f"{100 * self.success_rate:.1f}% ({self.successes}/{self.recorded})"),
+            ("mean reward", f"{self.mean_reward:.3f}"),
+            ("mean turns", f"{self.mean_turns:.2f}"),
+            ("failures", failures),
+            ("throughput", f"{self.episodes_per_s:.2f} episodes/s (wall {self.wall_s:.1f} s, {self.engine}, "
+                           f"concurrency {self.concurrency})"),
+        ]  # fmt: skip
         if self.path:
-            lines.append(f"trajectories  {self.path}")
-        return "\n".join(lines)
+            rows.append(("trajectories", self.path))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def is_success(record: Mapping[str, Any]) -> bool:
@@ -67,104 +121,185 @@ def is_success(record: Mapping[str, Any]) -> bool:
     return score is not None and float(score) >= 1.0 - 1e-9
 
 
+def plan_jobs(n_tasks: int, episodes: int, group_size: int, seed: int, task_order: str) -> list[Job]:
+    """Episode ``i`` belongs to group ``i // G``; groups take tasks in order (``cycle``) or drawn with ``seed``."""
+    import numpy as np
+
+    groups = math.ceil(episodes / group_size)
+    if task_order == "cycle":
+        order = [g % n_tasks for g in range(groups)]
+    else:
+        order = [int(x) for x in np.random.default_rng(seed).integers(n_tasks, size=groups)]
+    seen: Counter[int] = Counter()
+    jobs = []
+    for i in range(episodes):
+        g, k = divmod(i, group_size)
+        task = order[g]
+        if k == 0:
+            seen[task] += 1
+        jobs.append(Job(index=i, task_index=task, sample=(seen[task] - 1) * group_size + k, seed=seed + i))
+    return jobs
+
+
 def collect(
     env_id: str,
     policy: Policy | Callable[[], Policy],
     *,
     episodes: int,
     concurrency: int = 8,
+    group_size: int = 1,
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     sink: Sink | str | Path | None = None,
+    resume: bool = False,
     task_order: str = "cycle",
+    engine: str = "async",
+    ray_address: str | None = None,
+    ray_actors: int | None = None,
+    policy_timeout_s: float | None = None,
     progress: bool = True,
 ) -> Summary:
-    """Run ``episodes`` episodes of ``env_id`` with ``concurrency`` envs and stream records to ``sink``.
+    """Run ``episodes`` episodes of ``env_id`` and stream each record to ``sink`` as it finishes.
 
     Args:
         env_id: a registered id (``AWorld/Code-v0``).
-        policy: a policy, or a zero-argument factory (one policy per worker).
-        episodes: how many episodes to record.
-        concurrency: how many envs run at once (each in its own worker).
+        policy: a policy, or a picklable zero-argument factory (one policy per worker; required for Ray).
+        episodes: how many episodes in all (``resume`` counts those already recorded).
+        concurrency: episodes running at once.
+        group_size: samples per task in a row (GRPO groups start G episodes on one task).
         seed: episode ``i`` resets with ``seed + i``.
         env_kwargs: passed to ``gym.make``.
-        sink: a sink, or a JSONL path; ``None`` keeps records only in the summary counts.
-        task_order: ``"cycle"`` (episode ``i`` takes task ``i mod n``) or ``"sample"`` (the env's seeded RNG).
+        sink: a sink or an output path (``.jsonl`` or ``.parquet``); ``None`` keeps only the summary.
+        resume: skip the ``(task_id, sample)`` pairs already in the output.
+        task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
+        engine: ``"async"`` (in-process) or ``"ray"``.
+        ray_address: Ray cluster to join (``None``: a new local one; ``"auto"``: the running one).
+        ray_actors: Ray actors in the pool (default: the cluster's CPUs, at most ``concurrency``).
+        policy_timeout_s: a policy turn that takes longer ends its episode as ``policy_error``.
         progress: show a progress bar on stderr.
     """
-    if episodes < 1 or concurrency < 1:
-        raise ValueError("episodes and concurrency must be at least 1")
+    if episodes < 1 or concurrency < 1 or group_size < 1:
+        raise ValueError("episodes, concurrency and group_size must be at least 1")
     if task_order not in ("cycle", "sample"):
         raise ValueError("task_order must be 'cycle' or 'sample'")
-    if isinstance(sink, str | Path):
-        sink = JSONLSink(sink)
+    if engine not in ("async", "ray"):
+        raise ValueError("engine must be 'async' or 'ray'")
     kwargs = dict(env_kwargs or {})
-    jobs: queue.Queue[int] = queue.Queue()
-    for i in range(episodes):
-        jobs.put(i)
-    lock = threading.Lock()
-    rewards: list[float] = []
-    ends: Counter[str] = Counter()
-    successes = 0
-    errors: list[BaseException] = []
-    bar = _progress(episodes, progress, env_id)
-    n_tasks: list[int] = []
+    if isinstance(sink, str | Path):
+        sink = open_sink(sink, resume=resume)
+    factory = _factory(policy)
+    probe = gym.make(env_id, **kwargs)  # validates the config early and tells how many tasks there are
+    tasks = probe.unwrapped.tasks
+    jobs = plan_jobs(len(tasks), episodes, group_size, seed, task_order)
+    done = sink.done_keys() if (sink is not None and resume) else set()
+    todo = [j for j in jobs if (tasks[j.task_index].id, j.sample) not in done]
+    summary = Summary(env_id, episodes, skipped=len(jobs) - len(todo), engine=engine, concurrency=concurrency)
+    summary.path = str(sink.path) if sink is not None else None
+    bar = _progress(len(todo), progress, env_id)
 
-    def worker() -> None:
-        nonlocal successes
-        try:
-            env = gym.make(env_id, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - reported after the run
-            errors.append(exc)
-            return
-        is_factory = isinstance(policy, type) or not hasattr(policy, "act")
-        pol = policy() if is_factory else policy  # type: ignore[operator]
-        try:
-            with lock:
-                if not n_tasks:
-                    n_tasks.append(len(env.unwrapped.tasks))
-            while True:
-                try:
-                    i = jobs.get_nowait()
-                except queue.Empty:
-                    return
-                options = {"task_index": i % n_tasks[0]} if task_order == "cycle" else None
-                record = run_episode(env, pol, env_id=env_id, seed=seed + i, options=options, sample=i)
-                if sink is not None:
-                    sink.write(record)
-                with lock:
-                    rewards.append(record["reward"])
-                    ends[record["termination"] or "unknown"] += 1
-                    successes += is_success(record)
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix(success=f"{successes}/{len(rewards)}")
-        finally:
-            env.close()
+    def on_record(record: dict[str, Any]) -> None:
+        if sink is not None:
+            sink.write(record)
+        summary.add(record)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(
+                success=f"{summary.successes}/{summary.recorded}",
+                eps=f"{summary.recorded / max(time.perf_counter() - t0, 1e-9):.2f}",
+            )
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, name=f"rollout-{k}") for k in range(min(concurrency, episodes))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
-    if sink is not None:
-        sink.close()
-    if errors and not rewards:
-        raise errors[0]
-    return Summary(
-        env_id=env_id,
-        episodes=episodes,
-        recorded=len(rewards),
-        successes=successes,
-        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-        wall_s=wall,
-        terminations=dict(ends),
-        path=str(sink.path) if sink is not None else None,
-    )
+    try:
+        if engine == "async":
+            asyncio.run(_collect_async(env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, probe))
+        else:
+            probe.close()
+            from aworld_gym.rollout.ray_engine import collect_ray
+
+            collect_ray(
+                env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, ray_address, ray_actors
+            )
+    finally:
+        summary.wall_s = time.perf_counter() - t0
+        if bar is not None:
+            bar.close()
+        if sink is not None:
+            sink.close()
+        probe.close()
+    return summary
+
+
+def _factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
+    if isinstance(policy, type) or not hasattr(policy, "act"):
+        return policy  # type: ignore[return-value]
+    return lambda: policy  # type: ignore[return-value]
+
+
+def failed_record(
+    env_id: str, job: Job, task_id: str | None, kind: str, exc: BaseException, policy: Any = None
+) -> dict[str, Any]:
+    """The record of an episode that never ran (its env could not be created, its actor died)."""
+    rec = EpisodeRecorder(env_id, policy, job.seed, job.sample)
+    rec.record["task_id"] = task_id
+    rec.failed(kind, exc)
+    return rec.finish()
+
+
+async def _collect_async(
+    env_id: str,
+    factory: Callable[[], Policy],
+    jobs: list[Job],
+    concurrency: int,
+    env_kwargs: dict[str, Any],
+    on_record: Callable[[dict[str, Any]], None],
+    policy_timeout_s: float | None,
+    first_env: gym.Env[str, str] | None = None,
+) -> None:
+    queue = deque(jobs)
+    tasks = first_env.unwrapped.tasks if first_env is not None else None
+
+    async def make() -> gym.Env[str, str]:
+        return await asyncio.to_thread(gym.make, env_id, **env_kwargs)
+
+    async def worker(k: int) -> None:
+        env = None
+        policy = factory()
+        try:
+            while queue:
+                if env is None:
+                    try:
+                        env = await make()
+                    except Exception as exc:  # noqa: BLE001 - this worker's episodes are recorded as failed
+                        job = queue.popleft()
+                        task_id = tasks[job.task_index].id if tasks is not None else None
+                        on_record(failed_record(env_id, job, task_id, "env_error", exc, policy))
+                        continue
+                job = queue.popleft()
+                record = await arun_episode(
+                    env,
+                    policy,
+                    env_id=env_id,
+                    seed=job.seed,
+                    options={"task_index": job.task_index},
+                    sample=job.sample,
+                    policy_timeout_s=policy_timeout_s,
+                )
+                on_record(record)
+                if record["termination"] == "env_error":  # a broken env is replaced, not reused
+                    await _aclose(env)
+                    env = None
+        finally:
+            if env is not None:
+                await _aclose(env)
+
+    await asyncio.gather(*(worker(k) for k in range(min(concurrency, len(jobs)))))
+
+
+async def _aclose(env: gym.Env[str, str]) -> None:
+    try:
+        await env.unwrapped.aclose()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - closing a broken env must not stop the run
+        pass
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:

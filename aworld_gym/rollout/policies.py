@@ -7,6 +7,7 @@ Model-backed policies (OpenAI-compatible endpoints, local HF models) come with t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -32,25 +33,51 @@ class Latency:
         if self.latency_s > 0:
             time.sleep(self.latency_s)
 
+    async def _await(self) -> None:
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+
+
+async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str, Any]) -> str:
+    """The policy's next action from async code: its ``aact`` if it has one, else ``act`` in a worker thread."""
+    aact = getattr(policy, "aact", None)
+    if aact is not None:
+        return await aact(env, observation, info)
+    return await asyncio.to_thread(policy.act, env, observation, info)
+
 
 PolicyFactory = Callable[..., Policy]
 # env id -> factory of its scripted reference policy.
 _REFERENCE: dict[str, str] = {
     "AWorld/Code-v0": "aworld_gym.envs.code.reference:CodeReferencePolicy",
     "AWorld/GAIA-v0": "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
+    "AWorld/MCP-v0": "aworld_gym.rollout.plan:PlanPolicy",
 }
 
 
 def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -> Policy:
-    """Build a policy by name for ``env_id`` (``"reference"``: the env's scripted solver)."""
+    """Build a policy by name for ``env_id``.
+
+    ``"reference"``: the env's scripted solver; ``"openai"``: any OpenAI-compatible endpoint
+    (:class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy`); ``"hf"``: a local transformers model
+    (:class:`~aworld_gym.rollout.hf_policy.HFPolicy`).
+    """
+    import importlib
+
     if latency_s < 0:
         raise ConfigError("--policy-latency must be >= 0")
     if name == "reference":
         target = _REFERENCE.get(env_id)
         if target is None:
             raise ConfigError(f"{env_id} has no reference policy; ids with one: {sorted(_REFERENCE)}")
-        import importlib
-
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)(latency_s=latency_s, **kwargs)
-    raise ConfigError(f"unknown policy {name!r}; available here: 'reference'")
+    if name == "openai":
+        from aworld_gym.rollout.openai_policy import OpenAIPolicy
+
+        return OpenAIPolicy(**kwargs)
+    if name == "hf":
+        from aworld_gym.rollout.hf_policy import HFPolicy
+
+        return HFPolicy(**kwargs)
+    raise ConfigError(f"unknown policy {name!r}; choose 'reference', 'openai' or 'hf'")

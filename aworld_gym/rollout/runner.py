@@ -1,7 +1,8 @@
-"""Run whole episodes and turn them into trajectory records."""
+"""Run whole episodes (sync or async) and turn them into trajectory records."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
 import uuid
@@ -9,7 +10,112 @@ from typing import Any
 
 import gymnasium as gym
 
-from aworld_gym.rollout.policies import Policy
+from aworld_gym.rollout.policies import Policy, policy_act
+
+
+class EpisodeRecorder:
+    """Accumulates one episode's turns, totals and timings into its trajectory record."""
+
+    def __init__(self, env_id: str, policy: Policy, seed: int | None, sample: int) -> None:
+        self.t0 = time.perf_counter()
+        self.record: dict[str, Any] = {
+            "episode_id": uuid.uuid4().hex,
+            "env_id": env_id,
+            "task_id": None,
+            "seed": seed,
+            "sample": sample,
+            "policy": getattr(policy, "name", type(policy).__name__),
+            "started_at": time.time(),
+        }
+        self.turns: list[dict[str, Any]] = []
+        self.totals: dict[str, float] = {}
+        self.terminated = self.truncated = False
+        self.termination: str | None = None
+        self.score: float | None = None
+        self.answer: str | None = None
+        self.error: str | None = None
+        self.reset_s = self.policy_s = self.env_s = 0.0
+
+    def reset_done(self, info: dict[str, Any]) -> None:
+        self.record["task_id"] = info.get("task_id")
+        self.reset_s = time.perf_counter() - self.t0
+
+    def step_done(
+        self,
+        action: str,
+        out: tuple[Any, ...],
+        policy_s: float,
+        env_s: float,
+        turn_limit: int | None,
+        sampled: dict[str, Any] | None = None,
+    ) -> None:
+        obs, reward, terminated, truncated, info = out
+        self.policy_s += policy_s
+        self.env_s += env_s
+        for k, v in info.get("reward_components", {}).items():
+            self.totals[k] = self.totals.get(k, 0.0) + v
+        if info.get("score") is not None:
+            self.score = info["score"]
+        if info.get("answer") is not None:
+            self.answer = info["answer"]
+        turn = info.get("turn", len(self.turns) + 1)
+        self.turns.append(
+            {
+                "turn": turn,
+                "action": action,
+                "tool_calls": info.get("tool_calls", []),
+                "tool_results": info.get("tool_results", []),
+                "observation": obs,
+                "reward": float(reward),
+                "reward_components": info.get("reward_components", {}),
+                "action_error": info.get("action_error"),
+                "answer": info.get("answer"),
+                "policy_s": policy_s,
+                "env_s": env_s,
+            }
+        )
+        if sampled is not None:  # the policy's sampled tokens/logprobs for this action
+            self.turns[-1]["sampled"] = sampled
+        if not (terminated or truncated) and turn_limit is not None and turn >= turn_limit:
+            truncated, info = True, {**info, "truncation_reason": "turn_limit"}
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        if terminated:
+            self.termination = "answer"
+        elif truncated:
+            self.termination = info.get("truncation_reason", "turn_limit")
+
+    def failed(self, kind: str, exc: BaseException) -> None:
+        self.termination = kind
+        self.error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+        if kind != "policy_error":
+            self.truncated = True
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated or self.termination is not None
+
+    def finish(self) -> dict[str, Any]:
+        self.record.update(
+            {
+                "turns": self.turns,
+                "num_turns": len(self.turns),
+                "reward": float(sum(self.totals.values())),
+                "reward_components": self.totals,
+                "score": self.score,
+                "answer": self.answer,
+                "terminated": self.terminated,
+                "truncated": self.truncated or self.termination in ("policy_error", "env_error", "env_crash"),
+                "termination": self.termination,
+                "error": self.error,
+                "timings": {
+                    "reset_s": self.reset_s,
+                    "policy_s": self.policy_s,
+                    "env_s": self.env_s,
+                    "total_s": time.perf_counter() - self.t0,
+                },
+            }
+        )
+        return self.record
 
 
 def run_episode(
@@ -27,89 +133,64 @@ def run_episode(
     and its components, timings), the totals, and how the episode ended (``termination``: ``answer`` or the
     truncation reason, or ``policy_error`` / ``env_error`` with the traceback in ``error``).
     """
-    started = time.time()
-    t0 = time.perf_counter()
-    record: dict[str, Any] = {
-        "episode_id": uuid.uuid4().hex,
-        "env_id": env_id,
-        "task_id": None,
-        "seed": seed,
-        "sample": sample,
-        "policy": getattr(policy, "name", type(policy).__name__),
-        "started_at": started,
-    }
-    turns: list[dict[str, Any]] = []
-    totals: dict[str, float] = {}
-    terminated = truncated = False
-    termination: str | None = None
-    score = None
-    error = None
-    policy_s = env_s = 0.0
+    rec = EpisodeRecorder(env_id, policy, seed, sample)
     try:
         obs, info = env.reset(seed=seed, options=options)
-        record["task_id"] = info.get("task_id")
-        reset_s = time.perf_counter() - t0
+        rec.reset_done(info)
         unwrapped = env.unwrapped
-        while not (terminated or truncated):
+        while not rec.done:
             p0 = time.perf_counter()
             try:
                 action = policy.act(unwrapped, obs, info)
             except Exception as exc:  # noqa: BLE001 - a failing policy ends its own episode only
-                termination, error = "policy_error", _describe(exc)
-                policy_s += time.perf_counter() - p0
+                rec.failed("policy_error", exc)
                 break
             p1 = time.perf_counter()
-            obs, reward, terminated, truncated, info = env.step(action)
-            p2 = time.perf_counter()
-            policy_s += p1 - p0
-            env_s += p2 - p1
-            for k, v in info.get("reward_components", {}).items():
-                totals[k] = totals.get(k, 0.0) + v
-            if info.get("score") is not None:
-                score = info["score"]
-            turns.append(
-                {
-                    "turn": info.get("turn", len(turns) + 1),
-                    "action": action,
-                    "tool_calls": info.get("tool_calls", []),
-                    "tool_results": info.get("tool_results", []),
-                    "observation": obs,
-                    "reward": float(reward),
-                    "reward_components": info.get("reward_components", {}),
-                    "action_error": info.get("action_error"),
-                    "policy_s": p1 - p0,
-                    "env_s": p2 - p1,
-                }
-            )
-            if terminated:
-                termination = "answer"
-            elif truncated:
-                termination = info.get("truncation_reason", "turn_limit")
+            out = env.step(action)
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, None, _sampled(policy, unwrapped))
+            obs, info = out[0], out[4]
     except Exception as exc:  # noqa: BLE001 - an env failure outside step() is recorded, not raised
-        termination, error = "env_error", _describe(exc)
-        reset_s = locals().get("reset_s", time.perf_counter() - t0)
-        truncated = True
-    record.update(
-        {
-            "turns": turns,
-            "num_turns": len(turns),
-            "reward": float(sum(totals.values())),
-            "reward_components": totals,
-            "score": score,
-            "terminated": terminated,
-            "truncated": truncated or termination in ("policy_error", "env_error"),
-            "termination": termination,
-            "error": error,
-            "timings": {
-                "reset_s": reset_s,
-                "policy_s": policy_s,
-                "env_s": env_s,
-                "total_s": time.perf_counter() - t0,
-            },
-        }
-    )
-    return record
+        rec.failed("env_error", exc)
+    return rec.finish()
 
 
-def _describe(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+async def arun_episode(
+    env: gym.Env[str, str],
+    policy: Policy,
+    *,
+    env_id: str,
+    seed: int | None = None,
+    options: dict[str, Any] | None = None,
+    sample: int = 0,
+    policy_timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Async :func:`run_episode` on the env's async face (``areset``/``astep``); many run on one loop.
+
+    ``env`` may be wrapped (``gym.make``); its id's ``max_episode_steps`` is applied here, since wrappers have no
+    async face. A policy that does not answer within ``policy_timeout_s`` ends the episode as ``policy_error``.
+    """
+    rec = EpisodeRecorder(env_id, policy, seed, sample)
+    unwrapped: Any = env.unwrapped
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    try:
+        obs, info = await unwrapped.areset(seed=seed, options=options)
+        rec.reset_done(info)
+        while not rec.done:
+            p0 = time.perf_counter()
+            try:
+                action = await asyncio.wait_for(policy_act(policy, unwrapped, obs, info), policy_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - a failing or hung policy ends its own episode only
+                rec.failed("policy_error", exc)
+                break
+            p1 = time.perf_counter()
+            out = await unwrapped.astep(action)
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, limit, _sampled(policy, unwrapped))
+            obs, info = out[0], out[4]
+    except Exception as exc:  # noqa: BLE001 - an env failure outside step() is recorded, not raised
+        rec.failed("env_error", exc)
+    return rec.finish()
+
+
+def _sampled(policy: Policy, env: Any) -> dict[str, Any] | None:
+    take = getattr(policy, "take_sample", None)
+    return take(env) if take is not None else None

@@ -1,4 +1,9 @@
-"""Trajectory sinks: where finished episodes go, one record at a time, as they finish."""
+"""Trajectory sinks: where finished episodes go, one record at a time, as they finish.
+
+Both formats are readable by ``datasets.load_dataset`` (``"json"`` / ``"parquet"``). A sink opened with
+``resume=True`` keeps what is already in the file and reports the ``(task_id, sample)`` pairs it holds, so a
+rerun skips them and never writes one twice.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +12,154 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+Key = tuple[str, int]
+
 
 class Sink(Protocol):
     """Receives one finished episode record at a time."""
 
     path: Path
 
+    def done_keys(self) -> set[Key]: ...
+
     def write(self, record: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
 
 
+def record_key(record: dict[str, Any]) -> Key:
+    return str(record.get("task_id")), int(record.get("sample", 0))
+
+
 class JSONLSink:
     """Appends one JSON line per episode and flushes it at once (a crash loses no finished episode)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, resume: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("a", encoding="utf-8")
+        self._done: set[Key] = set()
+        if resume and self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    self._done.add(record_key(json.loads(line)))
+                except (json.JSONDecodeError, TypeError, ValueError):
+                    continue  # a line cut by a crash: that episode runs again
+            _drop_partial_last_line(self.path)
+        self._f = self.path.open("a" if resume else "w", encoding="utf-8")
         self._lock = threading.Lock()
         self.count = 0
+
+    def done_keys(self) -> set[Key]:
+        return set(self._done)
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
+            key = record_key(record)
+            if key in self._done:
+                return  # never twice
             self._f.write(line + "\n")
             self._f.flush()
+            self._done.add(key)
             self.count += 1
 
     def close(self) -> None:
         with self._lock:
             if not self._f.closed:
                 self._f.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+# Scalar columns of a Parquet row; nested parts (turns, components, timings) are JSON text columns.
+_SCALARS = ("episode_id", "env_id", "task_id", "seed", "sample", "policy", "started_at", "num_turns", "reward",
+            "score", "answer", "terminated", "truncated", "termination", "error")  # fmt: skip
+_NESTED = ("turns", "reward_components", "timings")
+
+
+class ParquetSink:
+    """Parquet output that loses nothing on a crash.
+
+    Each finished episode is appended and flushed to a JSONL journal beside the file (``<path>.partial.jsonl``);
+    ``close()`` writes the Parquet file (nested fields as JSON text columns) and removes the journal. A rerun with
+    ``resume=True`` picks up both the Parquet file and a journal left by a crash.
+    """
+
+    def __init__(self, path: str | Path, resume: bool = False) -> None:
+        import pyarrow as pa
+
+        self._pa = pa
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.journal_path = self.path.with_name(self.path.name + ".partial.jsonl")
+        self._old: list[dict[str, Any]] = []
+        if resume and self.path.exists():
+            self._old = self._read_parquet()
+        elif not resume:
+            self.journal_path.unlink(missing_ok=True)
+        self._journal = JSONLSink(self.journal_path, resume=True)
+        for row in self._old:
+            self._journal._done.add(record_key(row))
+        self.count = 0
+
+    def _read_parquet(self) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(self.path).to_pylist()
+        except Exception:  # noqa: BLE001 - an unreadable file: its episodes run again
+            return []
+
+    def done_keys(self) -> set[Key]:
+        return self._journal.done_keys()
+
+    def write(self, record: dict[str, Any]) -> None:
+        before = self._journal.count
+        self._journal.write(record)
+        self.count += self._journal.count - before
+
+    def close(self) -> None:
+        import pyarrow.parquet as pq
+
+        self._journal.close()
+        rows = list(self._old)
+        if self.journal_path.exists():
+            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rows.append(_flatten(json.loads(line)))
+                except (json.JSONDecodeError, TypeError):
+                    continue
+        table = (
+            self._pa.Table.from_pylist(rows) if rows else self._pa.table({"episode_id": self._pa.array([], "string")})
+        )
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        pq.write_table(table, str(tmp))
+        tmp.replace(self.path)
+        self.journal_path.unlink(missing_ok=True)
+
+
+def _flatten(record: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row: scalar fields as they are, nested ones (turns, components, timings) as JSON text."""
+    if isinstance(record.get("turns"), str):
+        return record  # already flat (read back from Parquet)
+    row = {k: record.get(k) for k in _SCALARS}
+    for k in ("task_id", "answer", "error"):
+        row[k] = None if row[k] is None else str(row[k])
+    row["score"] = None if row["score"] is None else float(row["score"])
+    for k in _NESTED:
+        row[k] = json.dumps(record.get(k), ensure_ascii=False, default=str)
+    return row
+
+
+def open_sink(path: str | Path, resume: bool = False) -> JSONLSink | ParquetSink:
+    """A sink by file extension: ``.jsonl`` (or ``.json``) or ``.parquet``."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".parquet":
+        return ParquetSink(path, resume=resume)
+    if suffix in (".jsonl", ".json", ""):
+        return JSONLSink(path, resume=resume)
+    raise ValueError(f"--out must end in .jsonl or .parquet, got {str(path)!r}")

@@ -165,9 +165,16 @@ def test_infra_errors_can_be_survived():
 
 
 def test_turn_limit_and_char_budget():
-    env = make({"mcpServers": {"d": build_server}}, max_episode_steps=2)
+    env = make({"mcpServers": {"d": build_server}}, max_episode_steps=2)  # Gymnasium's TimeLimit
     env.reset(seed=0)
     assert env.step(tc("noop"))[3] is False
+    *_, trunc, info = env.step(tc("noop"))
+    assert trunc
+    env.close()
+    env = make({"mcpServers": {"d": build_server}})  # the registered limit (20), labelled by the env
+    env.reset(seed=0)
+    for _ in range(19):
+        assert not env.step(tc("noop"))[3]
     *_, trunc, info = env.step(tc("noop"))
     assert trunc and info["truncation_reason"] == "turn_limit"
     env.close()

@@ -74,10 +74,9 @@ class CodeEnv(MCPEnv):
         self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
         self.last_verdict: Verdict | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def prepare_episode(self, task: Task) -> None:
         if self._shared is not None:
             self._shared.ensure_alive()  # a crashed server is restarted before the episode
-        return super().reset(seed=seed, options=options)
 
     def render_prompt(self, task: Task) -> str:
         return PROMPT_TEMPLATE.format(code=task.prompt, entry_point=task.metadata["entry_point"])
@@ -86,12 +85,8 @@ class CodeEnv(MCPEnv):
         self.last_verdict = check_solution(answer, task, self.sandbox, timeout_s=self.exec_timeout_s)
         return 1.0 if self.last_verdict.passed else 0.0
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        try:
-            super().close()
-        finally:
-            self.sandbox.close()
-            if self._shared is not None:
-                self._shared.release()
+    def release(self) -> None:
+        self.sandbox.close()
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.release()

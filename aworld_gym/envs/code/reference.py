@@ -24,6 +24,13 @@ class CodeReferencePolicy(Latency):
 
     def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
         self._wait()
+        return self.decide(env)
+
+    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+        await self._await()
+        return self.decide(env)
+
+    def decide(self, env: Any) -> str:
         solution = solution_of(env.task)
         if solution is None:
             raise PolicyError(f"task {env.task.id!r} has no canonical_solution for the reference policy")

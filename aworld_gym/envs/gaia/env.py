@@ -122,13 +122,14 @@ class GAIAEnv(MCPEnv):
         servers["python"] = python
         return servers
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def prepare_episode(self, task: Task) -> None:
         if self._shared is not None:
             self._shared.ensure_alive()
-        obs, info = super().reset(seed=seed, options=options)
-        assert self.task is not None
+
+    def _start_episode(self, task: Task) -> tuple[str, dict[str, Any]]:
+        obs, info = super()._start_episode(task)
         info["dataset"] = SAMPLE_NOTE if self.sample else f"GAIA {self.split} ({self.data_folder})"
-        info["level"] = self.task.metadata.get("level")
+        info["level"] = task.metadata.get("level")
         return obs, info
 
     def render_prompt(self, task: Task) -> str:
@@ -151,13 +152,8 @@ class GAIAEnv(MCPEnv):
     def task_files(self, task: Task) -> Sequence[str]:
         return task.files
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        try:
-            super().close()
-        finally:
-            self._release()
+    def release(self) -> None:
+        self._release()
 
     def _release(self) -> None:
         shared, self._shared = getattr(self, "_shared", None), None

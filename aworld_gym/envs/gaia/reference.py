@@ -1,49 +1,9 @@
-"""The scripted reference policy of AWorld/GAIA-v0 for the bundled sample set.
-
-Each sample task carries a plan: the tool calls of each turn, then a regex over everything the tools returned
-and an optional arithmetic step on its groups. The policy runs the calls through the env's tools and derives
-the answer from their output, so it succeeds only when the tools work.
-"""
+"""The reference policy of AWorld/GAIA-v0: the plan-following policy (bundled sample tasks carry plans)."""
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
-
-from aworld_gym.core.errors import PolicyError
-from aworld_gym.rollout.policies import Latency
-
-_SAFE = {"round": round, "int": int, "float": float, "sorted": sorted, "len": len, "sum": sum, "str": str}
+from aworld_gym.rollout.plan import PlanPolicy
 
 
-class GAIAReferencePolicy(Latency):
-    """Follows the task's ``reference`` plan (bundled sample tasks only).
-
-    Args:
-        latency_s: a fixed delay per turn, standing in for a model server in benchmarks.
-    """
-
-    name = "reference"
-
-    def __init__(self, latency_s: float = 0.0) -> None:
-        self.latency_s = latency_s
-
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
-        self._wait()
-        plan = env.task.metadata.get("reference")
-        if not isinstance(plan, dict):
-            raise PolicyError(f"task {env.task.id!r} has no reference plan (only the bundled sample tasks do)")
-        turns = plan["turns"]
-        if env.turn < len(turns):
-            calls = "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in turns[env.turn])
-            return f"<think>Step {env.turn + 1} of the plan.</think>\n{calls}"
-        seen = "\n".join(r["text"] for t in env.turns for r in t["tool_results"])
-        match = re.search(plan["pattern"], seen)
-        if match is None:
-            return "I could not find it.\n<answer>unknown</answer>"
-        groups = list(match.groups())
-        answer = groups[0]
-        if "compute" in plan:  # an arithmetic expression from our own plan (trusted text, no builtins)
-            answer = eval(plan["compute"], {"__builtins__": {}}, {**_SAFE, "g": groups})
-        return f"Found it.\n<answer>{answer}</answer>"
+class GAIAReferencePolicy(PlanPolicy):
+    """Solves the bundled sample tasks through the tools by following each task's plan."""

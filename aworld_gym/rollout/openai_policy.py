@@ -1,0 +1,238 @@
+"""OpenAIPolicy: any OpenAI-compatible chat endpoint (vLLM, SGLang, OpenAI) as a policy.
+
+Configuration comes from arguments or the variables AWorld users already set: ``LLM_BASE_URL``,
+``LLM_API_KEY``, ``LLM_MODEL_NAME``. Requests are async with a concurrency limit; transient failures
+(connection errors, timeouts, 429, 5xx) are retried with exponential backoff and jitter, nothing else is.
+With ``tool_mode="native"`` the endpoint's tool calls (``--enable-auto-tool-choice --tool-call-parser hermes``
+on vLLM) are rendered back into the canonical ``<tool_call>`` text, so the env always sees one format.
+Sampled token ids and logprobs are kept when the server returns them (``logprobs=True``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aworld_gym.core.errors import ConfigError, PolicyError
+from aworld_gym.core.prompts import render_system_prompt
+
+
+class OpenAIPolicy:
+    """A policy backed by an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    Args:
+        model: model name (default ``$LLM_MODEL_NAME``).
+        base_url: endpoint, e.g. ``http://127.0.0.1:8000/v1`` (default ``$LLM_BASE_URL``).
+        api_key: key (default ``$LLM_API_KEY``, else ``"EMPTY"`` for local servers).
+        tool_mode: ``"text"`` (tools listed in the system prompt, the model writes ``<tool_call>`` text) or
+            ``"native"`` (tools sent as OpenAI ``tools``; returned calls rendered into ``<tool_call>`` text).
+        temperature, top_p, max_tokens: sampling settings.
+        extra_body: extra request fields (vLLM: ``{"top_k": 80}``, ``{"return_tokens_as_token_ids": True}``).
+        logprobs: ask for the sampled tokens' logprobs and keep them (see :meth:`take_sample`).
+        max_concurrency: requests in flight at once (per event loop).
+        retries: retries of a transient failure (so ``retries + 1`` attempts).
+        backoff_s: first backoff; doubles per retry, with full jitter.
+        timeout_s: per-request timeout.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        tool_mode: str = "text",
+        temperature: float = 1.0,
+        top_p: float | None = None,
+        max_tokens: int = 4096,
+        extra_body: dict[str, Any] | None = None,
+        logprobs: bool = False,
+        max_concurrency: int = 64,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+        timeout_s: float = 600.0,
+        latency_s: float = 0.0,
+    ) -> None:
+        self.model = model or os.environ.get("LLM_MODEL_NAME")
+        self.base_url = base_url or os.environ.get("LLM_BASE_URL")
+        self.api_key = api_key or os.environ.get("LLM_API_KEY") or "EMPTY"
+        if not self.model or not self.base_url:
+            raise ConfigError(
+                "the openai policy needs a model and an endpoint: --model/--base-url, or set LLM_MODEL_NAME and "
+                "LLM_BASE_URL (and LLM_API_KEY if the server wants one)"
+            )
+        if tool_mode not in ("text", "native"):
+            raise ConfigError("tool_mode must be 'text' or 'native'")
+        self.tool_mode, self.temperature, self.top_p, self.max_tokens = tool_mode, temperature, top_p, max_tokens
+        self.extra_body, self.logprobs = dict(extra_body or {}), logprobs
+        self.max_concurrency, self.retries, self.backoff_s, self.timeout_s = (
+            max_concurrency,
+            retries,
+            backoff_s,
+            timeout_s,
+        )
+        self.latency_s = latency_s
+        self.attempts = 0  # requests sent, retries included (for tests and summaries)
+        self._samples: dict[int, list[dict[str, Any]]] = {}
+        self._async: dict[int, tuple[Any, asyncio.Semaphore]] = {}
+        self._sync: Any = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:  # picklable for Ray: clients are made where they are used
+        state = dict(self.__dict__)
+        state.update(_async={}, _sync=None, _samples={}, _lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # ----- request building --------------------------------------------------------------------------------
+    def request(self, env: Any) -> dict[str, Any]:
+        """The chat-completions request for the env's current history."""
+        messages = [dict(m) for m in env.messages]
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                "max_tokens": self.max_tokens}  # fmt: skip
+        if self.tool_mode == "native":
+            messages[0] = {"role": "system", "content": render_system_prompt([], env.preamble)}
+            body["tools"] = env.tools
+        if self.top_p is not None:
+            body["top_p"] = self.top_p
+        if self.logprobs:
+            body["logprobs"] = True
+        if self.extra_body:
+            body["extra_body"] = dict(self.extra_body)
+        return body
+
+    def render(self, response: Any, env: Any) -> str:
+        """The canonical action text of a completion (reasoning as ``<think>``, native calls as ``<tool_call>``)."""
+        if not response.choices:
+            raise PolicyError("the endpoint returned no choices")
+        choice = response.choices[0]
+        message = choice.message
+        text = message.content or ""
+        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        if reasoning:
+            text = f"<think>\n{reasoning}\n</think>\n{text}"
+        for call in message.tool_calls or []:
+            raw = call.function.arguments or "{}"
+            try:
+                args: Any = json.loads(raw)
+            except json.JSONDecodeError:
+                args = raw  # left for the env's parser to report
+            text += f"\n<tool_call>\n{json.dumps({'name': call.function.name, 'arguments': args})}\n</tool_call>"
+        self._keep_sample(env, choice)
+        return text
+
+    def _keep_sample(self, env: Any, choice: Any) -> None:
+        lp = getattr(choice, "logprobs", None)
+        content = getattr(lp, "content", None) if lp is not None else None
+        if not content:
+            return
+        sample = {
+            "tokens": [t.token for t in content],
+            "logprobs": [t.logprob for t in content],
+            "finish_reason": choice.finish_reason,
+        }
+        ids = [_token_id(t.token) for t in content]
+        if all(i is not None for i in ids):
+            sample["token_ids"] = ids
+        with self._lock:
+            self._samples.setdefault(id(env), []).append(sample)
+
+    def take_sample(self, env: Any) -> dict[str, Any] | None:
+        """The sampled tokens/logprobs of the last action for ``env`` (once), when the server returned them."""
+        with self._lock:
+            samples = self._samples.get(id(env))
+            return samples.pop() if samples else None
+
+    # ----- async face ------------------------------------------------------------------------------------
+    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+        client, sem = self._async_client()
+        body = self.request(env)
+        async with sem:
+            response = await self._aretry(lambda: client.chat.completions.create(**body))
+        return self.render(response, env)
+
+    def _async_client(self) -> tuple[Any, asyncio.Semaphore]:
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._async:
+            from openai import AsyncOpenAI
+
+            client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+            self._async[loop_id] = (client, asyncio.Semaphore(self.max_concurrency))
+        return self._async[loop_id]
+
+    async def _aretry(self, send: Callable[[], Any]) -> Any:
+        for attempt in range(self.retries + 1):
+            self.attempts += 1
+            try:
+                return await send()
+            except Exception as exc:
+                if not _transient(exc) or attempt == self.retries:
+                    raise PolicyError(f"the model endpoint failed: {type(exc).__name__}: {exc}") from exc
+                await asyncio.sleep(self._backoff(attempt, exc))
+        raise AssertionError("unreachable")
+
+    # ----- sync face -------------------------------------------------------------------------------------
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+        if self._sync is None:
+            from openai import OpenAI
+
+            self._sync = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        body = self.request(env)
+        for attempt in range(self.retries + 1):
+            self.attempts += 1
+            try:
+                return self.render(self._sync.chat.completions.create(**body), env)
+            except PolicyError:
+                raise
+            except Exception as exc:
+                if not _transient(exc) or attempt == self.retries:
+                    raise PolicyError(f"the model endpoint failed: {type(exc).__name__}: {exc}") from exc
+                time.sleep(self._backoff(attempt, exc))
+        raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            return min(retry_after, 60.0)
+        return random.uniform(0, self.backoff_s * (2**attempt))
+
+
+def _transient(exc: BaseException) -> bool:
+    """Connection errors, timeouts, 429 and 5xx are worth retrying; other errors are not."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code == 429
+    return False
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _token_id(token: str) -> int | None:
+    """vLLM's ``return_tokens_as_token_ids`` spells tokens as ``token_id:<n>``."""
+    if token.startswith("token_id:"):
+        try:
+            return int(token.split(":", 1)[1])
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,126 @@
+"""The Ray engine of :func:`aworld_gym.rollout.collect.collect`: a pool of episode actors over the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aworld_gym.rollout.collect import Job, failed_record
+from aworld_gym.rollout.policies import Policy
+
+
+def init_ray(address: str | None = None) -> Any:
+    """Join ``address`` (``"auto"``: the running cluster) or start a private local one (no dashboard)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address or "local", include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    return ray
+
+
+class EpisodeWorker:
+    """Runs episodes on ``slots`` envs of its own (one asyncio loop; a finished episode frees its env at once)."""
+
+    def __init__(
+        self, env_id: str, env_kwargs: dict[str, Any], factory: Callable[[], Policy], slots: int, timeout: float | None
+    ) -> None:
+        import aworld_gym  # noqa: F401 - registers the ids in this worker process
+
+        self.env_id, self.env_kwargs, self.factory, self.timeout = env_id, env_kwargs, factory, timeout
+        self.slots = slots
+        self._idle: asyncio.Queue[Any] | None = None
+        self._made = 0
+
+    def node(self) -> tuple[str, int]:
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def run(self, job: Job) -> dict[str, Any]:
+        import gymnasium as gym
+
+        from aworld_gym.rollout.runner import arun_episode
+
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+        if self._idle.empty() and self._made < self.slots:
+            self._made += 1
+            env = await asyncio.to_thread(gym.make, self.env_id, **self.env_kwargs)
+            policy = self.factory()
+        else:
+            env, policy = await self._idle.get()
+        record = await arun_episode(
+            env,
+            policy,
+            env_id=self.env_id,
+            seed=job.seed,
+            options={"task_index": job.task_index},
+            sample=job.sample,
+            policy_timeout_s=self.timeout,
+        )
+        if record["termination"] == "env_error":
+            await env.unwrapped.aclose()
+            self._made -= 1
+        else:
+            self._idle.put_nowait((env, policy))
+        return record
+
+
+def collect_ray(
+    env_id: str,
+    factory: Callable[[], Policy],
+    jobs: list[Job],
+    concurrency: int,
+    env_kwargs: dict[str, Any],
+    on_record: Callable[[dict[str, Any]], None],
+    policy_timeout_s: float | None,
+    ray_address: str | None,
+    ray_actors: int | None,
+    task_ids: list[str] | None = None,
+) -> None:
+    """Spread ``jobs`` over a pool of :class:`EpisodeWorker` actors; replace actors that die."""
+    ray = init_ray(ray_address)
+    from ray.exceptions import RayActorError, RayTaskError
+
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    n_actors = max(1, min(ray_actors or cpus, concurrency, len(jobs)))
+    slots = math_ceil(concurrency, n_actors)
+    remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
+
+    def spawn() -> Any:
+        return remote.options(scheduling_strategy="SPREAD").remote(env_id, env_kwargs, factory, slots, policy_timeout_s)
+
+    actors = [spawn() for _ in range(n_actors)]
+    load = {i: 0 for i in range(n_actors)}
+    pending: dict[Any, tuple[Job, int, Any]] = {}
+    queue = list(reversed(jobs))
+    try:
+        while queue or pending:
+            while queue and len(pending) < concurrency:
+                i = min(load, key=load.__getitem__)
+                job = queue.pop()
+                pending[actors[i].run.remote(job)] = (job, i, actors[i])
+                load[i] += 1
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=5.0)
+            for ref in ready:
+                job, i, actor = pending.pop(ref)
+                load[i] -= 1
+                try:
+                    record = ray.get(ref)
+                except (RayActorError, RayTaskError) as exc:
+                    task_id = task_ids[job.task_index] if task_ids else None
+                    record = failed_record(env_id, job, task_id, "env_crash", exc)
+                    if isinstance(exc, RayActorError) and actors[i] is actor:
+                        actors[i] = spawn()  # replaced once; its other in-flight episodes surface as env_crash
+                on_record(record)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        time.sleep(0)
+
+
+def math_ceil(a: int, b: int) -> int:
+    return -(-a // b)
