@@ -81,3 +81,29 @@ def wait_until(pred, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return pred()
+
+
+def plan_tasks(n: int = 8, crash_every: int = 0) -> list[dict]:
+    """Calculator tasks for AWorld/MCP-v0 with the demo server, each with a reference plan (PlanPolicy)."""
+    tasks = []
+    for i in range(n):
+        turns = [[{"name": "add", "arguments": {"a": i, "b": 1}}]]
+        if crash_every and i % crash_every == crash_every - 1:
+            turns = [[{"name": "crash", "arguments": {}}], *turns]
+        tasks.append(
+            {
+                "id": f"add-{i}",
+                "prompt": f"What is {i} + 1? Use the add tool.",
+                "answer": f"{i + 1}.0",
+                "reference": {"turns": turns, "pattern": r"([\d.]+)\s*$"},
+            }
+        )
+    return tasks
+
+
+def demo_env_kwargs(n: int = 8, transport: str = "inprocess", crash_every: int = 0) -> dict:
+    """gym.make kwargs of AWorld/MCP-v0 on the demo server with plan tasks."""
+    from aworld_gym.mcp.demo_server import build_server
+
+    config = {"mcpServers": {"demo": build_server}} if transport == "inprocess" else stdio_config()
+    return {"mcp_config": config, "tasks": plan_tasks(n, crash_every)}

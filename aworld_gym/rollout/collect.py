@@ -217,7 +217,16 @@ def collect(
             from aworld_gym.rollout.ray_engine import collect_ray
 
             collect_ray(
-                env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, ray_address, ray_actors
+                env_id,
+                factory,
+                todo,
+                concurrency,
+                kwargs,
+                on_record,
+                policy_timeout_s,
+                ray_address,
+                ray_actors,
+                task_ids=tasks.ids,
             )
     finally:
         summary.wall_s = time.perf_counter() - t0

@@ -1,0 +1,125 @@
+"""The in-process collector: concurrency, GRPO groups, sinks, resume, and faults recorded as data."""
+
+import functools
+import json
+import time
+
+import pytest
+
+from aworld_gym.rollout.collect import collect, plan_jobs
+from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.sinks import JSONLSink, ParquetSink, open_sink
+from tests.helpers import demo_env_kwargs
+
+ENV = "AWorld/MCP-v0"
+
+
+def test_plan_jobs_groups_and_samples():
+    jobs = plan_jobs(n_tasks=3, episodes=10, group_size=4, seed=5, task_order="cycle")
+    assert [(j.task_index, j.sample) for j in jobs] == [
+        (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1)
+    ]  # fmt: skip
+    assert [j.seed for j in jobs] == list(range(5, 15))
+    again = plan_jobs(n_tasks=2, episodes=6, group_size=1, seed=0, task_order="cycle")
+    assert [(j.task_index, j.sample) for j in again] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    sampled = plan_jobs(n_tasks=50, episodes=8, group_size=2, seed=1, task_order="sample")
+    assert sampled == plan_jobs(n_tasks=50, episodes=8, group_size=2, seed=1, task_order="sample")
+    assert all(a.task_index == b.task_index for a, b in zip(sampled[::2], sampled[1::2], strict=True))
+
+
+def test_episodes_run_concurrently_not_in_lock_step(tmp_path):
+    """16 episodes of 2 turns with 0.25 s per turn: sequential would take >= 8 s."""
+    t0 = time.perf_counter()
+    s = collect(ENV, functools.partial(PlanPolicy, latency_s=0.25), episodes=16, concurrency=16,
+                env_kwargs=demo_env_kwargs(16), sink=tmp_path / "t.jsonl", progress=False)  # fmt: skip
+    wall = time.perf_counter() - t0
+    assert (s.recorded, s.successes, s.mean_turns) == (16, 16, 2.0)
+    assert wall < 4.0, f"16 concurrent episodes took {wall:.1f} s"
+
+
+def test_group_size_runs_g_samples_of_one_task(tmp_path):
+    out = tmp_path / "g.jsonl"
+    s = collect(ENV, PlanPolicy, episodes=12, concurrency=5, group_size=4, env_kwargs=demo_env_kwargs(3),
+                sink=out, progress=False)  # fmt: skip
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert s.recorded == 12 and len(rows) == 12
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r["task_id"], []).append(r["sample"])
+    assert {k: sorted(v) for k, v in groups.items()} == {f"add-{i}": [0, 1, 2, 3] for i in range(3)}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_resume_skips_finished_pairs_and_never_writes_twice(tmp_path, suffix):
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / f"r{suffix}"
+    first = collect(ENV, PlanPolicy, episodes=5, concurrency=2, env_kwargs=demo_env_kwargs(4), sink=out, progress=False)
+    assert first.recorded == 5
+    second = collect(ENV, PlanPolicy, episodes=9, concurrency=3, env_kwargs=demo_env_kwargs(4), sink=out,
+                     resume=True, progress=False)  # fmt: skip
+    assert (second.recorded, second.skipped) == (4, 5)
+    third = collect(ENV, PlanPolicy, episodes=9, concurrency=3, env_kwargs=demo_env_kwargs(4), sink=out,
+                    resume=True, progress=False)  # fmt: skip
+    assert (third.recorded, third.skipped) == (0, 9)
+    kind = "json" if suffix == ".jsonl" else "parquet"
+    ds = datasets.load_dataset(kind, data_files=str(out), split="train")
+    keys = list(zip(ds["task_id"], ds["sample"], strict=True))
+    assert len(keys) == 9 and len(set(keys)) == 9
+
+
+def test_parquet_journal_survives_a_crash(tmp_path):
+    out = tmp_path / "c.parquet"
+    sink = ParquetSink(out)
+    sink.write({"task_id": "a", "sample": 0, "reward": 1.0, "turns": [{"action": "x"}]})
+    # the process dies here: no close(); the journal holds the episode
+    assert sink.journal_path.exists() and not out.exists()
+    resumed = open_sink(out, resume=True)
+    assert resumed.done_keys() == {("a", 0)}
+    resumed.write({"task_id": "a", "sample": 0, "reward": 1.0})  # never twice
+    resumed.write({"task_id": "b", "sample": 0, "reward": 0.0})
+    resumed.close()
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out).to_pylist()
+    assert sorted((r["task_id"], r["sample"]) for r in table) == [("a", 0), ("b", 0)]
+    assert json.loads(next(r for r in table if r["task_id"] == "a")["turns"]) == [{"action": "x"}]
+    assert not sink.journal_path.exists()
+
+
+def test_jsonl_resume_drops_a_line_cut_by_a_crash(tmp_path):
+    out = tmp_path / "cut.jsonl"
+    out.write_text('{"task_id": "a", "sample": 0}\n{"task_id": "b", "sam')
+    sink = JSONLSink(out, resume=True)
+    assert sink.done_keys() == {("a", 0)}
+    sink.write({"task_id": "b", "sample": 0})
+    sink.close()
+    assert [json.loads(x)["task_id"] for x in out.read_text().splitlines()] == ["a", "b"]
+
+
+class FailingPolicy(PlanPolicy):
+    """Raises on task add-1, hangs on task add-2, otherwise follows the plan."""
+
+    async def aact(self, env, observation, info):
+        if env.task.id == "add-1":
+            raise RuntimeError("endpoint returned garbage")
+        if env.task.id == "add-2":
+            import asyncio
+
+            await asyncio.sleep(30)
+        return await super().aact(env, observation, info)
+
+
+def test_faults_are_recorded_and_counted(tmp_path):
+    """A failing policy, a hung policy and a tool server killed mid-episode: every episode is recorded."""
+    out = tmp_path / "f.jsonl"
+    s = collect(ENV, FailingPolicy, episodes=8, concurrency=4, policy_timeout_s=1.0,
+                env_kwargs=demo_env_kwargs(8, transport="stdio", crash_every=4), sink=out, progress=False)  # fmt: skip
+    rows = {json.loads(x)["task_id"]: json.loads(x) for x in out.read_text().splitlines()}
+    assert len(rows) == 8 and s.recorded == 8
+    assert rows["add-1"]["termination"] == "policy_error" and "garbage" in rows["add-1"]["error"]
+    assert rows["add-2"]["termination"] == "policy_error" and "TimeoutError" in rows["add-2"]["error"]
+    assert rows["add-3"]["termination"] == "env_crash" and rows["add-3"]["truncated"]
+    assert rows["add-7"]["termination"] == "env_crash"
+    assert rows["add-4"]["termination"] == "answer" and rows["add-4"]["score"] == 1.0  # restarted server works
+    assert s.failures == {"env_crash": 2, "policy_error": 2} and s.successes == 4
+    assert "failures      env_crash 2, policy_error 2" in s.render()

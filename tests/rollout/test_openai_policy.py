@@ -1,0 +1,87 @@
+"""OpenAIPolicy against a real HTTP server speaking the OpenAI chat-completions protocol on 127.0.0.1."""
+
+import functools
+import json
+
+import pytest
+
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.openai_policy import OpenAIPolicy
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import demo_env_kwargs
+
+ENV = "AWorld/MCP-v0"
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as f:
+        yield f
+
+
+@pytest.mark.parametrize("tool_mode", ["text", "native"])
+def test_episodes_with_an_openai_endpoint(fake, tmp_path, tool_mode):
+    out = tmp_path / "o.jsonl"
+    policy = functools.partial(OpenAIPolicy, model="fake-qwen3", base_url=fake.url, api_key="sk-test",
+                               tool_mode=tool_mode, logprobs=True)  # fmt: skip
+    s = collect(ENV, policy, episodes=4, concurrency=4, env_kwargs=demo_env_kwargs(4), sink=out, progress=False)
+    assert (s.recorded, s.successes) == (4, 4)
+    first = fake.requests[0]
+    assert first["auth"] == "Bearer sk-test" and first["body"]["model"] == "fake-qwen3"
+    assert first["body"]["messages"][0]["role"] == "system"
+    if tool_mode == "native":
+        assert first["body"]["tools"][0]["type"] == "function"
+        assert "<tools>" not in first["body"]["messages"][0]["content"]
+    else:
+        assert "tools" not in first["body"] and "<tools>" in first["body"]["messages"][0]["content"]
+    rec = json.loads(out.read_text().splitlines()[0])
+    action = rec["turns"][0]["action"]
+    assert action.startswith("<think>\nI need the add tool.\n</think>") and '"name": "add"' in action
+    assert rec["turns"][0]["tool_calls"][0]["name"] == "add"
+    assert rec["turns"][0]["sampled"]["token_ids"] == [100, 101, 102]
+    assert rec["turns"][0]["sampled"]["logprobs"] == pytest.approx([0.0, -0.1, -0.2])
+
+
+def test_transient_errors_are_retried_others_are_not(fake):
+    import gymnasium as gym
+
+    from aworld_gym.core.errors import PolicyError
+    from aworld_gym.rollout.runner import run_episode
+
+    env = gym.make(ENV, **demo_env_kwargs(2))
+    fake.fail_first = [503, 429, 502]
+    p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01)
+    rec = run_episode(env, p, env_id=ENV, options={"task_index": 0})
+    assert rec["termination"] == "answer" and p.attempts == 5  # 3 failures + 2 turns
+    fake.always = 400
+    p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01)
+    rec = run_episode(env, p, env_id=ENV, options={"task_index": 0})
+    assert rec["termination"] == "policy_error" and p.attempts == 1 and "BadRequestError" in rec["error"]
+    fake.always = 500
+    p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01, retries=2)
+    with pytest.raises(PolicyError, match="InternalServerError"):
+        p.act(env.unwrapped, "", {})
+    assert p.attempts == 3
+    env.close()
+
+
+def test_hung_endpoint_times_out(fake):
+    fake.hang_s = 3.0
+    policy = functools.partial(OpenAIPolicy, model="m", base_url=fake.url, timeout_s=0.5, retries=1, backoff_s=0.01)
+    s = collect(ENV, policy, episodes=2, concurrency=2, env_kwargs=demo_env_kwargs(2), progress=False)
+    assert s.recorded == 2 and s.failures == {"policy_error": 2}
+
+
+def test_configuration_from_aworld_variables(monkeypatch):
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_MODEL_NAME", "qwen3-32b")
+    monkeypatch.setenv("LLM_API_KEY", "k")
+    p = OpenAIPolicy()
+    assert (p.base_url, p.model, p.api_key) == ("http://127.0.0.1:9/v1", "qwen3-32b", "k")
+    import pickle
+
+    assert pickle.loads(pickle.dumps(p)).model == "qwen3-32b"  # ships to Ray actors
+    monkeypatch.delenv("LLM_MODEL_NAME")
+    with pytest.raises(ConfigError, match="LLM_MODEL_NAME"):
+        OpenAIPolicy()
