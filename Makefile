@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia
+EXTRAS := dev,code,datasets,gaia,ray,hf
 
 .PHONY: run test setup system-deps node-deps lint bench clean
 
@@ -23,6 +23,7 @@ $(STAMPS)/python: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q -e ".[$(EXTRAS)]"
 	@touch $@
 

@@ -28,7 +28,7 @@ Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
-               "reset_tool", "server", "disabled", "description"}  # fmt: skip
+               "reset_tool", "server", "disabled", "description", "share_session"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class ServerSpec:
         sse_read_timeout: how long an SSE stream may stay silent.
         server: an in-process server object.
         reset_tool: a tool called at every env reset (hidden from the agent).
+        share_session: (ours, HTTP servers) every env on the same event loop shares one MCP session; only for
+            servers that tell envs apart by the per-call ``_meta`` (aworld-gym's own servers do).
     """
 
     name: str
@@ -58,6 +60,7 @@ class ServerSpec:
     sse_read_timeout: float | None = None
     server: Any = None
     reset_tool: str | None = None
+    share_session: bool = False
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -146,6 +149,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "timeout": timeout,
         "sse_read_timeout": _positive(name, "sse_read_timeout", entry.get("sse_read_timeout")),
         "reset_tool": entry.get("reset_tool"),
+        "share_session": bool(entry.get("share_session", False)),
     }
     if kind == "stdio":
         command = entry.get("command")

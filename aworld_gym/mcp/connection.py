@@ -31,6 +31,8 @@ class Connection:
         self.tools: list[Any] = []
         self.alive = False
         self.generation = 0
+        self.shared = False
+        self.restart_lock: asyncio.Lock | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -176,3 +178,50 @@ async def _list_all_tools(client: Any) -> list[Any]:
 def python_executable() -> str:
     """The interpreter that runs our own stdio servers."""
     return sys.executable
+
+
+class ConnectionPool:
+    """Sessions shared by every hub of one event loop that talks to the same server (``share_session``).
+
+    For servers that tell envs apart by the per-call ``_meta`` (ours do): 64 envs on one loop then open one MCP
+    session instead of 64. Reference-counted: the last hub to let go closes the session.
+    """
+
+    def __init__(self) -> None:
+        self._conns: dict[tuple[int, tuple[Any, ...]], tuple[Connection, int]] = {}
+        self._locks: dict[tuple[int, tuple[Any, ...]], asyncio.Lock] = {}
+
+    @staticmethod
+    def key(spec: ServerSpec) -> tuple[Any, ...]:
+        return (spec.type, spec.url, tuple(sorted(spec.headers.items())), spec.command, spec.args,
+                tuple(sorted(spec.env.items())), spec.cwd, spec.timeout, spec.sse_read_timeout)  # fmt: skip
+
+    async def acquire(self, spec: ServerSpec) -> Connection:
+        key = (id(asyncio.get_running_loop()), self.key(spec))
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            entry = self._conns.get(key)
+            if entry is not None:
+                self._conns[key] = (entry[0], entry[1] + 1)
+                return entry[0]
+            conn = Connection(spec)
+            conn.shared = True
+            await conn.start()
+            self._conns[key] = (conn, 1)
+            return conn
+
+    async def release(self, conn: Connection) -> None:
+        key = (id(asyncio.get_running_loop()), self.key(conn.spec))
+        entry = self._conns.get(key)
+        if entry is None or entry[0] is not conn:
+            await conn.stop()
+            return
+        if entry[1] > 1:
+            self._conns[key] = (conn, entry[1] - 1)
+            return
+        del self._conns[key]
+        await conn.stop()
+        conn.close_log()
+
+
+POOL = ConnectionPool()

@@ -22,7 +22,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
-from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.connection import POOL, Connection
 from aworld_gym.mcp.loop import HubLoop
 
 META_PREFIX = "aworld_gym/"
@@ -132,7 +132,7 @@ class ToolHub:
         self.episode = 0
         self.files: tuple[str, ...] = ()
         self.restarts = 0
-        self._conns = [Connection(s) for s in self.specs]
+        self._conns: list[Connection] = []
         self._tools: dict[str, _Tool] = {}
         self._started = False
         self._closed = False
@@ -176,7 +176,8 @@ class ToolHub:
         finally:
             self._loop.close()
             for conn in self._conns:
-                conn.close_log()
+                if not conn.shared:
+                    conn.close_log()
 
     def __enter__(self) -> ToolHub:
         return self.start()
@@ -210,11 +211,24 @@ class ToolHub:
             _open_hubs.discard(self)
         await self._loop.arun(self._aclose())
         for conn in self._conns:
-            conn.close_log()
+            if not conn.shared:
+                conn.close_log()
 
     # ----- internals (run on the background loop) -------------------------------------------------------
     async def _astart(self) -> None:
-        results = await asyncio.gather(*(c.start() for c in self._conns), return_exceptions=True)
+        async def open_one(spec: ServerSpec) -> Connection:
+            if spec.share_session and spec.type in ("streamable-http", "sse"):
+                return await POOL.acquire(spec)
+            conn = Connection(spec)
+            try:
+                await conn.start()
+            except BaseException:
+                conn.close_log()
+                raise
+            return conn
+
+        results = await asyncio.gather(*(open_one(s) for s in self.specs), return_exceptions=True)
+        self._conns = [r for r in results if isinstance(r, Connection)]
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             await self._aclose()
@@ -259,9 +273,14 @@ class ToolHub:
     async def _ensure_alive(self, conn: Connection) -> None:
         if conn.alive or not self.restart or self._closed:
             return
-        await conn.stop()
-        await conn.start()
-        self.restarts += 1
+        if conn.restart_lock is None:
+            conn.restart_lock = asyncio.Lock()
+        async with conn.restart_lock:  # hubs sharing the session restart it once
+            if conn.alive:
+                return
+            await conn.stop()
+            await conn.start()
+            self.restarts += 1
         # The server is new: re-map its tools (names do not change for a healthy restart).
         for tool in self._tools.values():
             if tool.conn is conn:
@@ -293,7 +312,7 @@ class ToolHub:
         return conn.spec.timeout or self.call_timeout
 
     def _guard_timeout(self, calls: Sequence[ToolCall]) -> float:
-        slowest = max((c.spec.timeout or self.call_timeout for c in self._conns), default=self.call_timeout)
+        slowest = max((s.timeout or self.call_timeout for s in self.specs), default=self.call_timeout)
         return slowest + 90.0  # restart + connect time on top of the slowest call
 
     async def _call_one(self, call: ToolCall) -> ToolResult:
@@ -395,7 +414,9 @@ class ToolHub:
         return None
 
     async def _aclose(self) -> None:
-        await asyncio.gather(*(c.stop() for c in self._conns), return_exceptions=True)
+        await asyncio.gather(
+            *((POOL.release(c) if c.shared else c.stop()) for c in self._conns), return_exceptions=True
+        )
         self._started = False
 
 

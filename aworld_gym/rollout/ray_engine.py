@@ -21,6 +21,18 @@ def init_ray(address: str | None = None) -> Any:
     return ray
 
 
+def spread(i: int) -> Any:
+    """A scheduling strategy that puts actor ``i`` on the ``i``-th alive node (round robin; soft, so a node that
+    goes away or is full falls back to any other). Ray's ``SPREAD`` is best effort and may pile actors up."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    if not nodes:
+        return "SPREAD"
+    return NodeAffinitySchedulingStrategy(node_id=nodes[i % len(nodes)], soft=True)
+
+
 class EpisodeWorker:
     """Runs episodes on ``slots`` envs of its own (one asyncio loop; a finished episode frees its env at once)."""
 
@@ -90,10 +102,12 @@ def collect_ray(
     slots = math_ceil(concurrency, n_actors)
     remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
 
-    def spawn() -> Any:
-        return remote.options(scheduling_strategy="SPREAD").remote(env_id, env_kwargs, factory, slots, policy_timeout_s)
+    def spawn(i: int) -> Any:
+        return remote.options(scheduling_strategy=spread(i)).remote(
+            env_id, env_kwargs, factory, slots, policy_timeout_s
+        )
 
-    actors = [spawn() for _ in range(n_actors)]
+    actors = [spawn(i) for i in range(n_actors)]
     load = {i: 0 for i in range(n_actors)}
     pending: dict[Any, tuple[Job, int, Any]] = {}
     queue = list(reversed(jobs))
@@ -114,7 +128,7 @@ def collect_ray(
                     task_id = task_ids[job.task_index] if task_ids else None
                     record = failed_record(env_id, job, task_id, "env_crash", exc)
                     if isinstance(exc, RayActorError) and actors[i] is actor:
-                        actors[i] = spawn()  # replaced once; its other in-flight episodes surface as env_crash
+                        actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
                 on_record(record)
     finally:
         for actor in actors:

@@ -74,7 +74,7 @@ class RayVectorEnv(VectorEnv):
         self.autoreset_mode = AutoresetMode.NEXT_STEP
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self._remote = self.ray.remote(num_cpus=num_cpus, max_restarts=0)(SubEnvActor)
-        self.actors = [self._spawn() for _ in range(num_envs)]
+        self.actors = [self._spawn(i) for i in range(num_envs)]
         probe = gym.make(env_id, **kwargs)
         self.single_observation_space = probe.observation_space
         self.single_action_space = probe.action_space
@@ -88,8 +88,10 @@ class RayVectorEnv(VectorEnv):
         self.replaced = 0
         self.closed = False
 
-    def _spawn(self) -> Any:
-        return self._remote.options(scheduling_strategy="SPREAD").remote(self.env_id, self.kwargs)
+    def _spawn(self, i: int) -> Any:
+        from aworld_gym.rollout.ray_engine import spread
+
+        return self._remote.options(scheduling_strategy=spread(i)).remote(self.env_id, self.kwargs)
 
     # ----- reset -----------------------------------------------------------------------------------------
     def reset(
@@ -177,7 +179,7 @@ class RayVectorEnv(VectorEnv):
 
     def _replace(self, i: int, dead: _ActorDied) -> tuple[Any, dict[str, Any]]:
         """A new actor for sub-env ``i``; returns its reset (observation, info)."""
-        self.actors[i] = self._spawn()
+        self.actors[i] = self._spawn(i)
         self.replaced += 1
         status, value = self.ray.get(self.actors[i].reset.remote(None, None))
         if status == "error":

@@ -146,7 +146,7 @@ def python_server_entry(
 
     if server == "shared":
         shared = shared_server(isolation, exec_timeout_s, memory_mb)
-        return {"type": "streamable-http", "url": shared.acquire()}, shared
+        return {"type": "streamable-http", "url": shared.acquire(), "share_session": True}, shared
     if server == "inprocess":
         from aworld_gym.sandbox.runner import Limits, Sandbox
         from aworld_gym.sandbox.server import build_server
@@ -156,7 +156,7 @@ def python_server_entry(
         )
         return build_server(Sandbox(limits, isolation=isolation)), None  # type: ignore[arg-type]
     if server.startswith(("http://", "https://")):
-        return {"type": "streamable-http", "url": server}, None
+        return {"type": "streamable-http", "url": server, "share_session": True}, None
     raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")
 
 

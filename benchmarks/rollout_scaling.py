@@ -1,0 +1,140 @@
+"""Rollout scaling: episodes per second against concurrency, in-process and on Ray, plus the whole command.
+
+Latency-bound episodes: the scripted reference policy with a fixed per-turn latency standing in for a model
+server, on ``AWorld/MCP-v0`` (a calculator server over streamable HTTP shared by every env; 2 turns per episode)
+and on ``AWorld/Code-v0`` (HumanEval; every episode also runs two sandboxed Python processes, so on a 2-core
+machine it becomes CPU-bound as concurrency grows). For each engine and concurrency it reports episodes/s, the
+speedup over sequential collection (concurrency 1; 4 x concurrency episodes per level), efficiency (speedup / concurrency) and peak memory (RSS of
+this process and of its children); then it times the ``aworld-gym rollout`` command from outside, start-up
+included: 256 episodes at concurrency 64 against 4 sequential episodes. Prints tables and writes JSON.
+
+    python benchmarks/rollout_scaling.py [--latency 1.0] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from aworld_gym.rollout.collect import collect  # noqa: E402
+from aworld_gym.rollout.policies import make_policy  # noqa: E402
+from tests.helpers import http_demo_server, plan_tasks  # noqa: E402
+
+
+def peak_rss_mb() -> tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return own, kids
+
+
+def run(env_id: str, kwargs: dict, latency: float, concurrency: int, episodes: int, engine: str) -> dict:
+    policy = functools.partial(make_policy, "reference", env_id, latency_s=latency)
+    s = collect(env_id, policy, episodes=episodes, concurrency=concurrency, env_kwargs=kwargs, engine=engine,
+                progress=False)  # fmt: skip
+    own, kids = peak_rss_mb()
+    return {"env": env_id, "engine": engine, "concurrency": concurrency, "episodes": s.recorded,
+            "successes": s.successes, "wall_s": s.wall_s, "episodes_per_s": s.episodes_per_s,
+            "peak_rss_mb": own, "peak_child_rss_mb": kids}  # fmt: skip
+
+
+def table(rows: list[dict], base: dict[tuple[str, str], float]) -> None:
+    print(f"{'env':<16} {'engine':<6} {'conc':>5} {'episodes':>8} {'ok':>5} {'eps/s':>8} {'speedup':>8} "
+          f"{'effic.':>7} {'peak RSS MB':>12}")  # fmt: skip
+    for r in rows:
+        seq = base[(r["env"], "seq")]
+        r["speedup"] = r["episodes_per_s"] / seq
+        r["efficiency"] = r["speedup"] / r["concurrency"]
+        print(f"{r['env']:<16} {r['engine']:<6} {r['concurrency']:>5} {r['episodes']:>8} {r['successes']:>5} "
+              f"{r['episodes_per_s']:>8.2f} {r['speedup']:>8.1f} {r['efficiency']:>7.2f} "
+              f"{r['peak_rss_mb'] + r['peak_child_rss_mb']:>12.0f}")  # fmt: skip
+
+
+def whole_command(url: str, tasks_path: str, latency: float) -> dict:
+    calc = {"type": "streamable-http", "url": url, "share_session": True}
+    env_kwargs = json.dumps({"mcp_config": {"mcpServers": {"calc": calc}}, "tasks": tasks_path})
+    exe = str(Path(sys.executable).parent / "aworld-gym")
+    out = {}
+    for name, episodes, conc in (("sequential", 4, 1), ("parallel", 256, 64)):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            p = subprocess.run([exe, "rollout", "--env", "AWorld/MCP-v0", "--policy", "reference", "--episodes",
+                                str(episodes), "--concurrency", str(conc), "--policy-latency", str(latency),
+                                "--env-kwargs", env_kwargs, "--out", f"{tmp}/t.jsonl", "--no-progress"],
+                               capture_output=True, text=True)  # fmt: skip
+            wall = time.perf_counter() - t0
+            lines = len(Path(f"{tmp}/t.jsonl").read_text().splitlines()) if p.returncode == 0 else 0
+        out[name] = {"episodes": episodes, "concurrency": conc, "wall_s": wall, "episodes_per_s": lines / wall,
+                     "recorded": lines, "returncode": p.returncode}  # fmt: skip
+    out["ratio"] = out["parallel"]["episodes_per_s"] / out["sequential"]["episodes_per_s"]
+    out["target"] = 40.0
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency", type=float, default=1.0, help="policy seconds per turn")
+    ap.add_argument("--quick", action="store_true", help="fewer configurations (a smoke run)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/rollout_scaling.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    lat = args.latency
+    levels = [1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]
+    rows: list[dict] = []
+    base: dict[tuple[str, str], float] = {}
+    with http_demo_server() as url, tempfile.TemporaryDirectory() as tmp:
+        tasks_path = f"{tmp}/tasks.jsonl"
+        Path(tasks_path).write_text("".join(json.dumps(t) + "\n" for t in plan_tasks(64)))
+        calc = {"type": "streamable-http", "url": url, "share_session": True}  # one MCP session for all envs
+        mcp = {"mcp_config": {"mcpServers": {"calc": calc}}, "tasks": tasks_path}
+        for env_id, kwargs in (("AWorld/MCP-v0", mcp), ("AWorld/Code-v0", {})):
+            seq = run(env_id, kwargs, lat, 1, 4, "async")
+            base[(env_id, "seq")] = seq["episodes_per_s"]
+            rows.append(seq)
+            for c in levels[1:]:
+                if env_id == "AWorld/Code-v0" and c > 64:
+                    continue
+                rows.append(run(env_id, kwargs, lat, c, 4 * c, "async"))
+        for c in [4, 16] if args.quick else [4, 16, 64]:
+            rows.append(run("AWorld/MCP-v0", mcp, lat, c, 4 * c, "ray"))
+        print(
+            f"rollout scaling, reference policy with {lat:g} s per turn ({platform.machine()}, {os.cpu_count()} CPUs)"
+        )
+        table(rows, base)
+        ray_overhead = {}
+        for r in rows:
+            if r["engine"] == "ray":
+                local = next(x for x in rows if x["engine"] == "async" and x["env"] == r["env"]
+                             and x["concurrency"] == r["concurrency"])  # fmt: skip
+                ray_overhead[r["concurrency"]] = local["episodes_per_s"] / r["episodes_per_s"]
+        print("Ray vs in-process (in-process eps/s / Ray eps/s): "
+              + ", ".join(f"c={c}: {v:.2f}x" for c, v in ray_overhead.items()))  # fmt: skip
+        cmd = whole_command(url, tasks_path, lat)
+    print(f"whole command (from outside, start-up included): 4 sequential episodes "
+          f"{cmd['sequential']['episodes_per_s']:.2f} eps/s ({cmd['sequential']['wall_s']:.1f} s); 256 at concurrency 64 "
+          f"{cmd['parallel']['episodes_per_s']:.2f} eps/s ({cmd['parallel']['wall_s']:.1f} s): "
+          f"{cmd['ratio']:.1f}x (target >= 40x: {'met' if cmd['ratio'] >= 40 else 'NOT met'})")  # fmt: skip
+    eff64 = next(r["efficiency"] for r in rows if r["env"] == "AWorld/MCP-v0" and r["engine"] == "async"
+                 and r["concurrency"] == 64)  # fmt: skip
+    print(f"efficiency at concurrency 64, in-process, MCP-v0: {eff64:.2f} (target >= 0.9: "
+          f"{'met' if eff64 >= 0.9 else 'NOT met'})")  # fmt: skip
+    result = {"benchmark": "rollout_scaling", "latency_s": lat, "cpus": os.cpu_count(), "rows": rows,
+              "ray_overhead": ray_overhead, "whole_command": cmd, "efficiency_c64_mcp": eff64}  # fmt: skip
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
