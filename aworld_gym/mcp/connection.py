@@ -7,6 +7,7 @@ import contextlib
 import logging
 import sys
 import tempfile
+import weakref
 from typing import Any
 
 from aworld_gym.core.errors import ServerError
@@ -134,8 +135,14 @@ class Connection:
             msg += f"\n--- server stderr (tail) ---\n{tail}"
         return msg
 
-    def mark_dead(self) -> None:
-        self.alive = False
+    def mark_dead(self, generation: int | None = None) -> None:
+        """Mark the session dead (only if it is still the ``generation`` the failing call used)."""
+        if generation is None or generation == self.generation:
+            self.alive = False
+
+    def transport_done(self) -> bool:
+        """Whether the task that owns the session has ended (the transport is gone)."""
+        return self._task is None or self._task.done()
 
     async def stop(self) -> None:
         """Close the session (for stdio: stop the process and its process group). Safe to call twice."""
@@ -188,8 +195,11 @@ class ConnectionPool:
     """
 
     def __init__(self) -> None:
-        self._conns: dict[tuple[int, tuple[Any, ...]], tuple[Connection, int]] = {}
-        self._locks: dict[tuple[int, tuple[Any, ...]], asyncio.Lock] = {}
+        # loop -> spec key -> (connection, refs); keyed by the loop object (ids are reused after a loop closes)
+        self._conns: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Connection, int]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._locks: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], asyncio.Lock]] = weakref.WeakKeyDictionary()
 
     @staticmethod
     def key(spec: ServerSpec) -> tuple[Any, ...]:
@@ -197,29 +207,32 @@ class ConnectionPool:
                 tuple(sorted(spec.env.items())), spec.cwd, spec.timeout, spec.sse_read_timeout)  # fmt: skip
 
     async def acquire(self, spec: ServerSpec) -> Connection:
-        key = (id(asyncio.get_running_loop()), self.key(spec))
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        loop = asyncio.get_running_loop()
+        conns = self._conns.setdefault(loop, {})
+        key = self.key(spec)
+        lock = self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
         async with lock:
-            entry = self._conns.get(key)
+            entry = conns.get(key)
             if entry is not None:
-                self._conns[key] = (entry[0], entry[1] + 1)
+                conns[key] = (entry[0], entry[1] + 1)
                 return entry[0]
             conn = Connection(spec)
             conn.shared = True
             await conn.start()
-            self._conns[key] = (conn, 1)
+            conns[key] = (conn, 1)
             return conn
 
     async def release(self, conn: Connection) -> None:
-        key = (id(asyncio.get_running_loop()), self.key(conn.spec))
-        entry = self._conns.get(key)
+        conns = self._conns.get(asyncio.get_running_loop(), {})
+        key = self.key(conn.spec)
+        entry = conns.get(key)
         if entry is None or entry[0] is not conn:
             await conn.stop()
             return
         if entry[1] > 1:
-            self._conns[key] = (conn, entry[1] - 1)
+            conns[key] = (conn, entry[1] - 1)
             return
-        del self._conns[key]
+        del conns[key]
         await conn.stop()
         conn.close_log()
 

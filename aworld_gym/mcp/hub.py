@@ -6,6 +6,7 @@ import asyncio
 import atexit
 import fnmatch
 import json
+import logging
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import POOL, Connection
 from aworld_gym.mcp.loop import HubLoop
 
+logger = logging.getLogger(__name__)
 META_PREFIX = "aworld_gym/"
 DEFAULT_CALL_TIMEOUT_S = 60.0
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
@@ -297,9 +299,14 @@ class ToolHub:
             except ServerError:
                 continue  # the episode's calls to it will report the failure
             if conn.spec.reset_tool and conn.alive:
-                await conn.client.call_tool(
-                    conn.spec.reset_tool, {}, read_timeout_seconds=self._timeout(conn), meta=self._meta()
-                )
+                try:
+                    async with asyncio.timeout(self._timeout(conn)):
+                        result = await conn.client.call_tool(conn.spec.reset_tool, {}, meta=self._meta())
+                    if result.is_error:
+                        logger.warning("reset tool %r of %r failed: %s", conn.spec.reset_tool, conn.spec.name,
+                                       render_content(result)[:300])  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - the episode's own calls will report a dead server
+                    logger.warning("reset tool %r of %r failed: %r", conn.spec.reset_tool, conn.spec.name, exc)
 
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
@@ -335,6 +342,7 @@ class ToolHub:
                 return self._result(call, tool, text, SERVER_DIED, start)
         if not conn.alive or conn.client is None:
             return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down.", SERVER_DIED, start)
+        generation = conn.generation  # a late error of an old session must not kill its replacement
         try:
             # asyncio.timeout (no extra task, unlike wait_for) bounds every transport, in-process included;
             # cancelling the request also tells the session to drop it.
@@ -346,14 +354,18 @@ class ToolHub:
             if exc.code == REQUEST_TIMEOUT:
                 return self._timeout_result(call, tool, timeout, start)
             if exc.code == CONNECTION_CLOSED:
-                conn.mark_dead()
+                conn.mark_dead(generation)
                 text = f"Error: tool server {conn.spec.name!r} died during the call ({exc.message})."
                 return self._result(call, tool, text, SERVER_DIED, start)
             return self._result(call, tool, f"Error: {exc.message}", TOOL_ERROR, start)
         except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
-            conn.mark_dead()
-            text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
-            return self._result(call, tool, text, SERVER_DIED, start)
+            if conn.transport_done():  # the session is really gone (pipe closed, HTTP stream ended)
+                conn.mark_dead(generation)
+                text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
+                return self._result(call, tool, text, SERVER_DIED, start)
+            # One failed request (a bad result, an HTTP hiccup) on a live session: this call fails, the session
+            # (perhaps shared by many envs) stays.
+            return self._result(call, tool, f"Error: the call failed: {type(exc).__name__}: {exc}", TOOL_ERROR, start)
         text = render_content(result)
         return self._result(
             call,

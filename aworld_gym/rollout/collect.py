@@ -275,15 +275,14 @@ async def _collect_async(
         policy = factory()
         try:
             while queue:
+                job = queue.popleft()  # taken before any await: workers never race for the last job
+                task_id = tasks[job.task_index].id if tasks is not None else None
                 if env is None:
                     try:
                         env = await make()
-                    except Exception as exc:  # noqa: BLE001 - this worker's episodes are recorded as failed
-                        job = queue.popleft()
-                        task_id = tasks[job.task_index].id if tasks is not None else None
+                    except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
                         on_record(failed_record(env_id, job, task_id, "env_error", exc, policy))
                         continue
-                job = queue.popleft()
                 record = await arun_episode(
                     env,
                     policy,
@@ -293,6 +292,8 @@ async def _collect_async(
                     sample=job.sample,
                     policy_timeout_s=policy_timeout_s,
                 )
+                if record.get("task_id") is None:
+                    record["task_id"] = task_id  # reset failed before the env could name its task
                 on_record(record)
                 if record["termination"] == "env_error":  # a broken env is replaced, not reused
                     await _aclose(env)

@@ -16,6 +16,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -82,17 +83,18 @@ class OpenAIPolicy:
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
         self._samples: dict[int, list[dict[str, Any]]] = {}
-        self._async: dict[int, tuple[Any, asyncio.Semaphore]] = {}
+        self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
         self._sync: Any = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Ray: clients are made where they are used
         state = dict(self.__dict__)
-        state.update(_async={}, _sync=None, _samples={}, _lock=None)
+        state.update(_async=None, _sync=None, _samples={}, _lock=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._async = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     # ----- request building --------------------------------------------------------------------------------
@@ -163,13 +165,13 @@ class OpenAIPolicy:
         return self.render(response, env)
 
     def _async_client(self) -> tuple[Any, asyncio.Semaphore]:
-        loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._async:
+        loop = asyncio.get_running_loop()  # keyed by the loop object: ids are reused after a loop closes
+        if loop not in self._async:
             from openai import AsyncOpenAI
 
             client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
-            self._async[loop_id] = (client, asyncio.Semaphore(self.max_concurrency))
-        return self._async[loop_id]
+            self._async[loop] = (client, asyncio.Semaphore(self.max_concurrency))
+        return self._async[loop]
 
     async def _aretry(self, send: Callable[[], Any]) -> Any:
         for attempt in range(self.retries + 1):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,25 +59,45 @@ class EpisodeWorker:
             self._idle = asyncio.Queue()
         if self._idle.empty() and self._made < self.slots:
             self._made += 1
-            env = await asyncio.to_thread(gym.make, self.env_id, **self.env_kwargs)
-            policy = self.factory()
+            try:
+                env = await asyncio.to_thread(gym.make, self.env_id, **self.env_kwargs)
+                policy = self.factory()
+            except BaseException:
+                self._made -= 1  # the slot stays usable
+                raise
         else:
             env, policy = await self._idle.get()
-        record = await arun_episode(
-            env,
-            policy,
-            env_id=self.env_id,
-            seed=job.seed,
-            options={"task_index": job.task_index},
-            sample=job.sample,
-            policy_timeout_s=self.timeout,
-        )
-        if record["termination"] == "env_error":
-            await env.unwrapped.aclose()
-            self._made -= 1
-        else:
-            self._idle.put_nowait((env, policy))
-        return record
+        keep = False
+        try:
+            record = await arun_episode(
+                env,
+                policy,
+                env_id=self.env_id,
+                seed=job.seed,
+                options={"task_index": job.task_index},
+                sample=job.sample,
+                policy_timeout_s=self.timeout,
+            )
+            keep = record["termination"] != "env_error"
+            return record
+        finally:
+            if keep:
+                self._idle.put_nowait((env, policy))
+            else:  # a broken env (or an error escaping the runner) frees its slot for a fresh one
+                self._made -= 1
+                try:
+                    await env.unwrapped.aclose()
+                except Exception:  # noqa: BLE001 - closing a broken env must not stop the actor
+                    pass
+
+    async def close(self) -> None:
+        """Close every env of this actor (their sessions and server processes)."""
+        while self._idle is not None and not self._idle.empty():
+            env, _ = self._idle.get_nowait()
+            try:
+                await env.unwrapped.aclose()
+            except Exception:  # noqa: BLE001 - best effort before the actor is killed
+                pass
 
 
 def collect_ray(
@@ -95,7 +114,7 @@ def collect_ray(
 ) -> None:
     """Spread ``jobs`` over a pool of :class:`EpisodeWorker` actors; replace actors that die."""
     ray = init_ray(ray_address)
-    from ray.exceptions import RayActorError, RayTaskError
+    from ray.exceptions import RayActorError
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
     n_actors = max(1, min(ray_actors or cpus, concurrency, len(jobs)))
@@ -122,18 +141,21 @@ def collect_ray(
             for ref in ready:
                 job, i, actor = pending.pop(ref)
                 load[i] -= 1
+                task_id = task_ids[job.task_index] if task_ids else None
                 try:
                     record = ray.get(ref)
-                except (RayActorError, RayTaskError) as exc:
-                    task_id = task_ids[job.task_index] if task_ids else None
+                except Exception as exc:  # noqa: BLE001 - a dead actor, a lost object, a failed task: data
                     record = failed_record(env_id, job, task_id, "env_crash", exc)
                     if isinstance(exc, RayActorError) and actors[i] is actor:
                         actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
+                if record.get("task_id") is None:
+                    record["task_id"] = task_id
                 on_record(record)
     finally:
+        closing = [a.close.remote() for a in actors]
+        ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first
         for actor in actors:
             ray.kill(actor)
-        time.sleep(0)
 
 
 def math_ceil(a: int, b: int) -> int:

@@ -199,10 +199,7 @@ class RayVectorEnv(VectorEnv):
             return
         self.closed = True
         refs = [a.close.remote() for a in self.actors]
-        try:
-            self.ray.get(refs, timeout=60)
-        except Exception:  # noqa: BLE001 - dead actors have nothing to close
-            pass
+        self.ray.wait(refs, num_returns=len(refs), timeout=60)  # every live actor closes its env first
         for a in self.actors:
             self.ray.kill(a)
 

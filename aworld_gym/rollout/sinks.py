@@ -133,6 +133,10 @@ class ParquetSink:
                     rows.append(_flatten(json.loads(line)))
                 except (json.JSONDecodeError, TypeError):
                     continue
+        unique: dict[Key, dict[str, Any]] = {}
+        for row in rows:  # a crash between writing the file and removing the journal leaves rows in both
+            unique.setdefault(record_key(row), row)
+        rows = list(unique.values())
         table = (
             self._pa.Table.from_pylist(rows) if rows else self._pa.table({"episode_id": self._pa.array([], "string")})
         )

@@ -270,7 +270,7 @@ class Sandbox:
             if not f.is_file():
                 continue
             f = f.resolve()
-            if self.isolation == "bwrap" and os.geteuid() == 0 and not _world_readable(f):
+            if self.isolation == "bwrap" and os.geteuid() == 0 and not world_readable(f):
                 copy = exec_dir / "files" / f.name
                 copy.parent.mkdir(exist_ok=True)
                 shutil.copyfile(f, copy)
@@ -395,7 +395,7 @@ def _dirs_for(path: str, made: set[str]) -> list[str]:
     return out
 
 
-def _world_readable(path: Path) -> bool:
+def world_readable(path: Path) -> bool:
     """The file and every folder above it are readable/traversable by others."""
     try:
         if not path.stat().st_mode & 0o004:

@@ -26,7 +26,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
-from aworld_gym.sandbox.runner import FILES_DIR, Limits, Sandbox
+from aworld_gym.sandbox.runner import FILES_DIR, Limits, Sandbox, world_readable
 
 RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
 
@@ -76,11 +76,18 @@ class Workspaces:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _meta(ctx: Context) -> tuple[str, int, list[str]]:
+def _meta(ctx: Context, roots: tuple[Path, ...] = ()) -> tuple[str, int, list[str]]:
     meta: dict[str, Any] = dict(ctx.request_context.meta or {})
     files = meta.get(f"{META_PREFIX}files") or []
-    files = [f for f in files if isinstance(f, str) and os.path.isfile(f)]
+    files = [f for f in files if isinstance(f, str) and os.path.isfile(f) and _may_hand_in(Path(f), roots)]
     return str(meta.get(f"{META_PREFIX}session", "default")), int(meta.get(f"{META_PREFIX}episode", 0)), files
+
+
+def _may_hand_in(path: Path, roots: tuple[Path, ...]) -> bool:
+    """A client may hand in a file anyone can read, or one under a configured data root; never others (the server
+    may run as root, and any local user can reach a server on 127.0.0.1)."""
+    real = path.resolve()
+    return world_readable(real) or any(real.is_relative_to(r) for r in roots)
 
 
 def build_server(
@@ -88,17 +95,19 @@ def build_server(
     workspaces: Workspaces | None = None,
     max_concurrent: int | None = None,
     name: str = "python",
+    file_roots: tuple[str | Path, ...] = (),
 ) -> MCPServer:
     """A Python-execution MCP server object (serve it in-process, or with ``run()``)."""
     sandbox = sandbox or Sandbox()
     workspaces = workspaces or Workspaces()
     limiter = anyio.CapacityLimiter(max_concurrent or max(4, 2 * (os.cpu_count() or 1)))
+    roots = tuple(Path(r).resolve() for r in file_roots)
     server = MCPServer(name, log_level="WARNING")
     server.sandbox = sandbox  # type: ignore[attr-defined]
     server.workspaces = workspaces  # type: ignore[attr-defined]
 
     async def run_python(code: str, ctx: Context, timeout_s: float = 10.0) -> str:
-        session, episode, files = _meta(ctx)
+        session, episode, files = _meta(ctx, roots)
         workdir = workspaces.get(session, episode)
         run = functools.partial(sandbox.run, code, workdir, files, timeout_s)
         result = await anyio.to_thread.run_sync(run, limiter=limiter)
@@ -118,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--wall-seconds", type=float, default=Limits.wall_seconds)
     ap.add_argument("--memory-mb", type=int, default=Limits.memory_bytes >> 20)
     ap.add_argument("--max-concurrent", type=int, default=None)
+    ap.add_argument("--files-root", action="append", default=[], help="folder whose files clients may hand in")
     args = ap.parse_args(argv)
     limits = Limits(wall_seconds=args.wall_seconds, cpu_seconds=max(1, int(args.wall_seconds)),
                     memory_bytes=args.memory_mb << 20)  # fmt: skip
@@ -125,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     workspaces = Workspaces()
     atexit.register(workspaces.close)
     atexit.register(sandbox.close)
-    serve(build_server(sandbox, workspaces, args.max_concurrent), args.transport, args.host, args.port)
+    server = build_server(sandbox, workspaces, args.max_concurrent, file_roots=tuple(args.files_root))
+    serve(server, args.transport, args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,19 @@ from aworld_gym.core.errors import ServerError
 class SharedPythonServer:
     """Starts ``python -m aworld_gym.sandbox.server`` over streamable HTTP on 127.0.0.1 on first use."""
 
-    def __init__(self, isolation: str = "auto", wall_seconds: float = 10.0, memory_mb: int = 1024) -> None:
+    def __init__(
+        self,
+        isolation: str = "auto",
+        wall_seconds: float = 10.0,
+        memory_mb: int = 1024,
+        file_roots: tuple[str, ...] = (),
+    ) -> None:
         self.args = ["--isolation", isolation, "--wall-seconds", str(wall_seconds), "--memory-mb", str(memory_mb)]
+        for root in file_roots:
+            self.args += ["--files-root", root]
         self.proc: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
+        self.port: int | None = None
         self.refs = 0
         self.starts = 0
         self._lock = threading.Lock()
@@ -54,8 +63,9 @@ class SharedPythonServer:
             return self.url
         self._stop()
         last = ""
-        for _ in range(3):
-            port = _free_port()
+        # A restart keeps the port: every env's session points at this URL.
+        ports = [self.port] * 5 if self.port else [_free_port() for _ in range(3)]
+        for port in ports:
             self.proc = subprocess.Popen(
                 [
                     sys.executable,
@@ -73,11 +83,13 @@ class SharedPythonServer:
                 start_new_session=True,
             )
             if _wait_port(port, self.proc, 60.0):
+                self.port = port
                 self.url = f"http://127.0.0.1:{port}/mcp"
                 self.starts += 1
                 return self.url
             last = self._tail()
             self._stop()
+            time.sleep(0.5)
         raise ServerError(f"the Python-execution server did not start; its log:\n{last}")
 
     def _tail(self) -> str:
@@ -86,7 +98,7 @@ class SharedPythonServer:
         return ""
 
     def _stop(self) -> None:
-        proc, self.proc, self.url = self.proc, None, None
+        proc, self.proc, self.url = self.proc, None, None  # the port is kept for a restart
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
@@ -124,28 +136,32 @@ _servers: dict[tuple[str, ...], SharedPythonServer] = {}
 _lock = threading.Lock()
 
 
-def shared_server(isolation: str = "auto", wall_seconds: float = 10.0, memory_mb: int = 1024) -> SharedPythonServer:
+def shared_server(
+    isolation: str = "auto", wall_seconds: float = 10.0, memory_mb: int = 1024, file_roots: tuple[str, ...] = ()
+) -> SharedPythonServer:
     """The process-wide server for these settings."""
-    key = (isolation, str(wall_seconds), str(memory_mb))
+    key = (isolation, str(wall_seconds), str(memory_mb), *file_roots)
     with _lock:
         if key not in _servers:
-            _servers[key] = SharedPythonServer(isolation, wall_seconds, memory_mb)
+            _servers[key] = SharedPythonServer(isolation, wall_seconds, memory_mb, file_roots)
         return _servers[key]
 
 
 def python_server_entry(
-    server: str, isolation: str, exec_timeout_s: float, memory_mb: int
+    server: str, isolation: str, exec_timeout_s: float, memory_mb: int, file_roots: tuple[str, ...] = ()
 ) -> tuple[Any, SharedPythonServer | None]:
     """The ``mcpServers`` entry of the Python-execution server an env asked for, and the shared handle to release.
 
     Args:
         server: ``"shared"`` (one server process per driver process), ``"inprocess"``, or an http(s) URL.
         isolation, exec_timeout_s, memory_mb: sandbox settings (for ``shared`` and ``inprocess``).
+        file_roots: folders whose files (the task's attachments) the server may hand in even when they are not
+            world-readable.
     """
     from aworld_gym.core.errors import ConfigError
 
     if server == "shared":
-        shared = shared_server(isolation, exec_timeout_s, memory_mb)
+        shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots)
         return {"type": "streamable-http", "url": shared.acquire(), "share_session": True}, shared
     if server == "inprocess":
         from aworld_gym.sandbox.runner import Limits, Sandbox
@@ -154,7 +170,7 @@ def python_server_entry(
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
-        return build_server(Sandbox(limits, isolation=isolation)), None  # type: ignore[arg-type]
+        return build_server(Sandbox(limits, isolation=isolation), file_roots=file_roots), None  # type: ignore[arg-type]
     if server.startswith(("http://", "https://")):
         return {"type": "streamable-http", "url": server, "share_session": True}, None
     raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")

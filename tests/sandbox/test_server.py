@@ -106,3 +106,46 @@ def test_many_envs_share_one_server_process(n_envs):
         for e in envs:
             e.close()
     assert wait_until(lambda: not (child_pids() - before), 20)
+
+
+def test_a_killed_shared_server_is_restarted_at_the_same_url():
+    import gymnasium as gym
+
+    import aworld_gym  # noqa: F401
+
+    env = gym.make("AWorld/Code-v0")
+    call = '<tool_call>{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
+    try:
+        env.reset(options={"task_index": 0})
+        shared = env.unwrapped._shared
+        url, proc = shared.url, shared.proc
+        proc.kill()
+        proc.wait()
+        obs, *_, info = env.step(call)
+        assert info["truncation_reason"] == "env_crash"
+        env.reset(options={"task_index": 0})  # restarts the server, at the same URL
+        assert shared.url == url and shared.proc is not proc and shared.starts == 2
+        assert "\n42\n" in env.step(call)[0]
+    finally:
+        env.close()
+
+
+def test_clients_cannot_hand_in_private_files(tmp_path):
+    import os
+
+    secret = tmp_path / "private" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("top secret")
+    os.chmod(secret.parent, 0o700)
+    allowed = tmp_path / "data"
+    allowed.mkdir()
+    (allowed / "task.txt").write_text("task data")
+    os.chmod(allowed, 0o700)
+    read = "import os; print(sorted(os.listdir('/sandbox/files')) if os.path.isdir('/sandbox/files') else [])"
+    hub = ToolHub(servers={"py": build_server(file_roots=(str(allowed),))}).start()
+    try:
+        hub.begin_episode(files=[str(secret), str(allowed / "task.txt")])
+        out = run(hub, read).text
+        assert "task.txt" in out and "secret.txt" not in out
+    finally:
+        hub.close()

@@ -118,7 +118,9 @@ class GAIAEnv(MCPEnv):
                 )
         else:
             servers["search"] = search_server.build_server(search_server.make_backend(spec))
-        python, self._shared = python_server_entry(python_server, isolation, exec_timeout_s, memory_mb)
+        python, self._shared = python_server_entry(
+            python_server, isolation, exec_timeout_s, memory_mb, file_roots=(str(self.data_folder.resolve()),)
+        )
         servers["python"] = python
         return servers
 
