@@ -68,6 +68,8 @@ _CODE_FENCE_RE = re.compile(r"\A```[a-zA-Z0-9_+-]*\n(.*?)\n?```\Z", re.DOTALL)
 
 def strip_think(text: str) -> tuple[str, str | None]:
     """Remove ``<think>`` blocks (an unterminated one runs to the end); return (rest, thought)."""
+    if "think>" not in text:
+        return text, None  # the common case, without the regex passes
     thoughts = [m.group(1).strip() for m in _THINK_RE.finditer(text)]
     rest = _THINK_RE.sub("", text)
     # A stray closing tag (Qwen3 chat templates may pre-open <think>) drops everything before it.
@@ -102,12 +104,12 @@ class HermesParser:
         action = ParsedAction(text=text, thought=thought)
         body = self._parse_tool_calls(body, action)
         action.content = body.strip()
-        answers = _ANSWER_RE.findall(body)
+        answers = _ANSWER_RE.findall(body) if "<answer>" in body else []
         if answers:
             action.answer = answers[0].strip()
         elif "<answer>" in body:
             action.errors.append("an <answer> tag was opened but never closed with </answer>")
-        elif self.allow_final_answer_line:
+        elif self.allow_final_answer_line and "final answer" in body.lower():
             finals = _FINAL_ANSWER_RE.findall(body)
             if finals:
                 action.answer = finals[-1].strip().strip("*").strip()

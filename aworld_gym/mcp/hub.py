@@ -25,6 +25,7 @@ from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import POOL, Connection
 from aworld_gym.mcp.loop import HubLoop
+from aworld_gym.mcp.validate import make_validator
 
 logger = logging.getLogger(__name__)
 META_PREFIX = "aworld_gym/"
@@ -413,16 +414,12 @@ class ToolHub:
                     f"{tool.exposed!r} got unknown argument(s) {', '.join(map(repr, unknown))}; expected: {expected}."
                 )
         if tool.validator is None:
-            tool.validator = _make_validator(tool.schema)
+            tool.validator = make_validator(tool.schema) or False
         if tool.validator is False:
             return None
-        errors = sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path))
+        errors = tool.validator(args)
         if errors:
-            lines = []
-            for err in errors[:5]:
-                where = ".".join(str(p) for p in err.path)
-                lines.append(f"{where}: {err.message}" if where else err.message)
-            return BAD_ARGUMENTS, f"invalid arguments for {tool.exposed!r}: " + "; ".join(lines)
+            return BAD_ARGUMENTS, f"invalid arguments for {tool.exposed!r}: " + "; ".join(errors[:5])
         return None
 
     async def _aclose(self) -> None:
@@ -430,17 +427,6 @@ class ToolHub:
             *((POOL.release(c) if c.shared else c.stop()) for c in self._conns), return_exceptions=True
         )
         self._started = False
-
-
-def _make_validator(schema: Mapping[str, Any]) -> Any:
-    import jsonschema
-
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        return cls(schema)
-    except jsonschema.SchemaError:
-        return False  # a server with a broken schema: let the server validate
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:
