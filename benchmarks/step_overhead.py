@@ -92,7 +92,9 @@ def env_round(env: gym.Env, n: int) -> list[float]:
 
 
 def measure(name: str, config: dict, target_factory, calls: int, rounds: int) -> dict:
-    env = gym.make("AWorld/MCP-v0", mcp_config=config, tasks=TASKS, max_episode_steps=-1, disable_env_checker=True)
+    env = gym.make(
+        "AWorld/MCP-v0", mcp_config=config, tasks=TASKS, max_episode_steps=-1, max_turns=10**9, disable_env_checker=True
+    )
     env.reset(seed=0)
     before = child_pids()
     for _ in range(10):
