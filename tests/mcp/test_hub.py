@@ -180,3 +180,40 @@ def test_third_party_server_everything():
             ]
         )
         assert r[0].text == "Echo: héllo" and "5" in r[1].text and r[2].error == "bad_arguments"
+
+
+def test_shared_session_survives_one_failed_call(http_url):
+    """Envs on one loop share a session (share_session); one call failing off the transport does not kill it."""
+    import asyncio
+
+    spec = {"mcpServers": {"demo": {"type": "streamable-http", "url": http_url, "share_session": True}}}
+
+    async def main():
+        a, b = ToolHub(spec), ToolHub(spec)
+        await a.astart()
+        await b.astart()
+        conn = a._conns[0]
+        assert conn is b._conns[0] and conn.shared  # one session for both hubs
+        real = conn.client.call_tool
+        calls = {"n": 0}
+
+        async def flaky(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("a result that did not validate")
+            return await real(*args, **kwargs)
+
+        conn.client.call_tool = flaky
+        bad = (await a.acall([ToolCall("noop", {})]))[0]
+        good = (await b.acall([ToolCall("add", {"a": 1, "b": 2})]))[0]
+        generation = conn.generation
+        await a.aclose()
+        still = (await b.acall([ToolCall("noop", {})]))[0]  # b keeps the session after a lets go
+        await b.aclose()
+        return bad, good, still, conn.alive, generation, conn.generation
+
+    bad, good, still, alive, gen_before, gen_after = asyncio.run(main())
+    assert bad.error == "tool_error" and "did not validate" in bad.text
+    assert good.text == "3.0" and still.text == "ok"
+    assert gen_before == gen_after == 1  # never restarted
+    assert alive is False  # closed by the last hub
