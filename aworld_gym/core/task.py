@@ -147,13 +147,21 @@ def _read_path(path: Path) -> list[Task]:
         if not isinstance(rows, list):
             raise TaskError(f"{path}: expected a JSON list of task objects")
         return [Task.from_dict(r, i) for i, r in enumerate(rows)]
-    tasks = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    return [Task.from_dict(row, i) for i, row in enumerate(read_jsonl(path, text, objects=False))]
+
+
+def read_jsonl(path: Path, text: str | None = None, objects: bool = True) -> list[Any]:
+    """The rows of a JSONL file (blank lines skipped); a bad line is a :class:`TaskError` naming it."""
+    rows = []
+    source = path.read_text(encoding="utf-8") if text is None else text
+    for lineno, line in enumerate(source.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        tasks.append(Task.from_dict(row, len(tasks)))
-    return tasks
+        if objects and not isinstance(row, dict):
+            raise TaskError(f"{path}:{lineno}: expected a JSON object")
+        rows.append(row)
+    return rows

@@ -244,6 +244,21 @@ def _factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
     return lambda: policy  # type: ignore[return-value]
 
 
+async def run_job(
+    env: gym.Env[str, str], policy: Policy, env_id: str, job: Job, policy_timeout_s: float | None
+) -> dict[str, Any]:
+    """Run ``job`` (its task, seed and sample) as one episode on ``env``."""
+    return await arun_episode(
+        env,
+        policy,
+        env_id=env_id,
+        seed=job.seed,
+        options={"task_index": job.task_index},
+        sample=job.sample,
+        policy_timeout_s=policy_timeout_s,
+    )
+
+
 def failed_record(
     env_id: str, job: Job, task_id: str | None, kind: str, exc: BaseException, policy: Any = None
 ) -> dict[str, Any]:
@@ -283,15 +298,7 @@ async def _collect_async(
                     except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
                         on_record(failed_record(env_id, job, task_id, "env_error", exc, policy))
                         continue
-                record = await arun_episode(
-                    env,
-                    policy,
-                    env_id=env_id,
-                    seed=job.seed,
-                    options={"task_index": job.task_index},
-                    sample=job.sample,
-                    policy_timeout_s=policy_timeout_s,
-                )
+                record = await run_job(env, policy, env_id, job, policy_timeout_s)
                 if record.get("task_id") is None:
                     record["task_id"] = task_id  # reset failed before the env could name its task
                 on_record(record)

@@ -17,30 +17,17 @@ import re
 from typing import Any
 
 from aworld_gym.core.errors import PolicyError
-from aworld_gym.rollout.policies import Latency
+from aworld_gym.rollout.policies import ScriptedPolicy
 
 _SAFE = {"round": round, "int": int, "float": float, "sorted": sorted, "len": len, "sum": sum, "str": str}
 
 
-class PlanPolicy(Latency):
+class PlanPolicy(ScriptedPolicy):
     """Follows the task's ``reference`` plan.
 
     Args:
         latency_s: a fixed delay per turn, standing in for a model server in benchmarks.
     """
-
-    name = "reference"
-
-    def __init__(self, latency_s: float = 0.0) -> None:
-        self.latency_s = latency_s
-
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
-        self._wait()
-        return self.decide(env)
-
-    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
-        await self._await()
-        return self.decide(env)
 
     def decide(self, env: Any) -> str:
         plan = env.task.metadata.get("reference")

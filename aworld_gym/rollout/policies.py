@@ -38,6 +38,27 @@ class Latency:
             await asyncio.sleep(self.latency_s)
 
 
+class ScriptedPolicy(Latency):
+    """Base of the scripted (model-free) policies: ``decide(env)`` picks the action; ``act``/``aact`` add the
+    optional fixed latency that stands in for a model server."""
+
+    name = "reference"
+
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+
+    def decide(self, env: Any) -> str:
+        raise NotImplementedError
+
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+        self._wait()
+        return self.decide(env)
+
+    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+        await self._await()
+        return self.decide(env)
+
+
 async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str, Any]) -> str:
     """The policy's next action from async code: its ``aact`` if it has one, else ``act`` in a worker thread."""
     aact = getattr(policy, "aact", None)

@@ -53,7 +53,7 @@ class EpisodeWorker:
     async def run(self, job: Job) -> dict[str, Any]:
         import gymnasium as gym
 
-        from aworld_gym.rollout.runner import arun_episode
+        from aworld_gym.rollout.collect import run_job
 
         if self._idle is None:
             self._idle = asyncio.Queue()
@@ -69,15 +69,7 @@ class EpisodeWorker:
             env, policy = await self._idle.get()
         keep = False
         try:
-            record = await arun_episode(
-                env,
-                policy,
-                env_id=self.env_id,
-                seed=job.seed,
-                options={"task_index": job.task_index},
-                sample=job.sample,
-                policy_timeout_s=self.timeout,
-            )
+            record = await run_job(env, policy, self.env_id, job, self.timeout)
             keep = record["termination"] != "env_error"
             return record
         finally:

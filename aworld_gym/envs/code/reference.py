@@ -7,28 +7,15 @@ from typing import Any
 
 from aworld_gym.core.errors import PolicyError
 from aworld_gym.envs.code.tasks import solution_of
-from aworld_gym.rollout.policies import Latency
+from aworld_gym.rollout.policies import ScriptedPolicy
 
 
-class CodeReferencePolicy(Latency):
+class CodeReferencePolicy(ScriptedPolicy):
     """Turn 1: run the task's canonical solution with ``run_python``; turn 2: submit it in ``<answer>``.
 
     Args:
         latency_s: a fixed delay per turn, standing in for a model server in benchmarks.
     """
-
-    name = "reference"
-
-    def __init__(self, latency_s: float = 0.0) -> None:
-        self.latency_s = latency_s
-
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
-        self._wait()
-        return self.decide(env)
-
-    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
-        await self._await()
-        return self.decide(env)
 
     def decide(self, env: Any) -> str:
         solution = solution_of(env.task)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.errors import TaskError
-from aworld_gym.core.task import Task, TaskSource
+from aworld_gym.core.task import Task, TaskSource, read_jsonl
 
 SPLITS = ("validation", "test")
 HIDDEN_ANSWERS = {None, "", "?"}
@@ -59,18 +59,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         except ImportError:
             raise TaskError(f"{path} is parquet: install pyarrow (pip install 'aworld-gym[datasets]')") from None
         return pq.read_table(path).to_pylist()
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise TaskError(f"{path}:{lineno}: expected a JSON object")
-        rows.append(row)
-    return rows
+    return read_jsonl(path)
 
 
 def load_gaia(data_dir: str | Path, split: str = "validation", level: int | None = None) -> TaskSource:
