@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.errors import ServerError
+from aworld_gym.mcp.serving import TOKEN_ENV
 
 
 class SharedPythonServer:
@@ -27,6 +30,7 @@ class SharedPythonServer:
         file_roots: tuple[str, ...] = (),
     ) -> None:
         self.args = ["--isolation", isolation, "--wall-seconds", str(wall_seconds), "--memory-mb", str(memory_mb)]
+        self.token = secrets.token_urlsafe(24)  # only this process's envs may use the server
         for root in file_roots:
             self.args += ["--files-root", root]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -81,6 +85,7 @@ class SharedPythonServer:
                 stdout=self._log,
                 stderr=self._log,
                 start_new_session=True,
+                env={**os.environ, TOKEN_ENV: self.token},
             )
             if _wait_port(port, self.proc, 60.0):
                 self.port = port
@@ -162,7 +167,9 @@ def python_server_entry(
 
     if server == "shared":
         shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots)
-        return {"type": "streamable-http", "url": shared.acquire(), "share_session": True}, shared
+        entry = {"type": "streamable-http", "url": shared.acquire(), "share_session": True,
+                 "headers": {"Authorization": f"Bearer {shared.token}"}}  # fmt: skip
+        return entry, shared
     if server == "inprocess":
         from aworld_gym.sandbox.runner import Limits, Sandbox
         from aworld_gym.sandbox.server import build_server

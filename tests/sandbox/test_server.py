@@ -149,3 +149,26 @@ def test_clients_cannot_hand_in_private_files(tmp_path):
         assert "task.txt" in out and "secret.txt" not in out
     finally:
         hub.close()
+
+
+def test_the_shared_server_wants_its_token():
+    """Only the envs of the process that started the shared server can use it."""
+    import gymnasium as gym
+    import pytest
+
+    import aworld_gym  # noqa: F401
+    from aworld_gym.core.errors import ServerError
+
+    env = gym.make("AWorld/Code-v0")
+    try:
+        env.reset(options={"task_index": 0})
+        url = env.unwrapped._shared.url
+        with pytest.raises(ServerError, match="'python'"):
+            ToolHub({"mcpServers": {"python": {"type": "streamable-http", "url": url}}}).start()
+        wrong = {"type": "streamable-http", "url": url, "headers": {"Authorization": "Bearer guess"}}
+        with pytest.raises(ServerError):
+            ToolHub({"mcpServers": {"python": wrong}}).start()
+        call = '<tool_call>{"name": "run_python", "arguments": {"code": "print(1)"}}</tool_call>'
+        assert "\n1\n" in env.step(call)[0]  # the env itself is let in
+    finally:
+        env.close()
