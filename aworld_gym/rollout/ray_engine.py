@@ -21,15 +21,19 @@ def init_ray(address: str | None = None) -> Any:
 
 
 def spread(i: int) -> Any:
-    """A scheduling strategy that puts actor ``i`` on the ``i``-th alive node (round robin; soft, so a node that
-    goes away or is full falls back to any other). Ray's ``SPREAD`` is best effort and may pile actors up."""
+    """A scheduling strategy that puts actor ``i`` on the ``i``-th alive node (round robin).
+
+    Ray's ``SPREAD`` and soft node affinity are best effort and were seen to pile zero-CPU actors onto one node; hard
+    affinity to a node alive now is exact. A node that dies later takes its actors with it: their episodes are
+    recorded as ``env_crash`` and the replacements are placed on the nodes still alive.
+    """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
     if not nodes:
         return "SPREAD"
-    return NodeAffinitySchedulingStrategy(node_id=nodes[i % len(nodes)], soft=True)
+    return NodeAffinitySchedulingStrategy(node_id=nodes[i % len(nodes)], soft=False)
 
 
 class EpisodeWorker:

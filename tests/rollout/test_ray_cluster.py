@@ -26,6 +26,16 @@ def cluster():
     workers = [c.add_node(num_cpus=1) for _ in range(2)]
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
+    # Warm every node up (a worker process started on each) so that placement sees three ready nodes.
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    def where() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    refs = [where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes]
+    assert sorted(ray.get(refs, timeout=120)) == sorted(nodes)
     yield ray, c, workers
     ray.shutdown()
     c.shutdown()
