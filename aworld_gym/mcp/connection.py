@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import tempfile
 import weakref
 from typing import Any
@@ -180,11 +179,6 @@ async def _list_all_tools(client: Any) -> list[Any]:
         if not cursor:
             break
     return tools
-
-
-def python_executable() -> str:
-    """The interpreter that runs our own stdio servers."""
-    return sys.executable
 
 
 class ConnectionPool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -114,7 +115,7 @@ def collect_ray(
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
     n_actors = max(1, min(ray_actors or cpus, concurrency, len(jobs)))
-    slots = math_ceil(concurrency, n_actors)
+    slots = math.ceil(concurrency / n_actors)
     remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
 
     def spawn(i: int) -> Any:
@@ -152,7 +153,3 @@ def collect_ray(
         ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first
         for actor in actors:
             ray.kill(actor)
-
-
-def math_ceil(a: int, b: int) -> int:
-    return -(-a // b)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,6 @@ class GAIAEnv(MCPEnv):
         if task.answer is None:
             return None  # the test split hides answers: the answer is recorded, not scored
         return 1.0 if question_scorer(answer, str(task.answer)) else 0.0
-
-    def task_files(self, task: Task) -> Sequence[str]:
-        return task.files
 
     def release(self) -> None:
         self._release()
