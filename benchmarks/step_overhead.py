@@ -108,6 +108,7 @@ def measure(name: str, config: dict, target_factory, calls: int, rounds: int) ->
     stepped: list[float] = []
     for _ in range(rounds):  # short alternating rounds: machine noise hits all three alike
         bare += bare_client.round(calls)
+        env.reset()  # episodes of realistic length: the history does not grow over the whole benchmark
         for _ in range(calls):  # a bare sync call and an env.step, one after the other
             bare_sync.append(bare_client.sync_call())
             stepped += env_round(env, 1)

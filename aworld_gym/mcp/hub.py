@@ -26,6 +26,7 @@ from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import POOL, Connection
 from aworld_gym.mcp.loop import HubLoop
 from aworld_gym.mcp.validate import make_validator
+from aworld_gym.mcp.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 META_PREFIX = "aworld_gym/"
@@ -140,6 +141,8 @@ class ToolHub:
         self._started = False
         self._closed = False
         self._loop = HubLoop()
+        self._watchdog = Watchdog()
+        self._guard: float | None = None
 
     # ----- sync face -------------------------------------------------------------------------------------
     def start(self) -> ToolHub:
@@ -161,7 +164,7 @@ class ToolHub:
 
     def call(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run ``calls`` concurrently and return one result per call, in order. Never raises for a bad call."""
-        return self._loop.run(self._acall(list(calls)), timeout=self._guard_timeout(calls))
+        return self._loop.run(self._acall(list(calls)), timeout=self._guard_timeout())
 
     def begin_episode(self, files: Sequence[str] = ()) -> None:
         """Start a new episode: restart dead servers, new episode key for per-session state, reset tools."""
@@ -319,9 +322,11 @@ class ToolHub:
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout
 
-    def _guard_timeout(self, calls: Sequence[ToolCall]) -> float:
-        slowest = max((s.timeout or self.call_timeout for s in self.specs), default=self.call_timeout)
-        return slowest + 90.0  # restart + connect time on top of the slowest call
+    def _guard_timeout(self) -> float:
+        if self._guard is None:
+            slowest = max((s.timeout or self.call_timeout for s in self.specs), default=self.call_timeout)
+            self._guard = slowest + 90.0  # restart + connect time on top of the slowest call
+        return self._guard
 
     async def _call_one(self, call: ToolCall) -> ToolResult:
         start = time.perf_counter()
@@ -344,14 +349,18 @@ class ToolHub:
         if not conn.alive or conn.client is None:
             return self._result(call, tool, f"Error: tool server {conn.spec.name!r} is down.", SERVER_DIED, start)
         generation = conn.generation  # a late error of an old session must not kill its replacement
+        # The watchdog (one timer for all calls, no extra task) bounds every transport, in-process included;
+        # cancelling the request also tells the session to drop it.
+        key, deadline = self._watchdog.add(timeout)
         try:
-            # asyncio.timeout (no extra task, unlike wait_for) bounds every transport, in-process included;
-            # cancelling the request also tells the session to drop it.
-            async with asyncio.timeout(timeout):
-                result = await conn.client.call_tool(tool.name, call.arguments, meta=self._meta())
-        except TimeoutError:
-            return self._timeout_result(call, tool, timeout, start)
+            result = await conn.client.call_tool(tool.name, call.arguments, meta=self._meta())
+        except asyncio.CancelledError:
+            if deadline.expired():
+                return self._timeout_result(call, tool, timeout, start)
+            raise
         except MCPError as exc:
+            if deadline.expired():
+                return self._timeout_result(call, tool, timeout, start)
             if exc.code == REQUEST_TIMEOUT:
                 return self._timeout_result(call, tool, timeout, start)
             if exc.code == CONNECTION_CLOSED:
@@ -360,6 +369,8 @@ class ToolHub:
                 return self._result(call, tool, text, SERVER_DIED, start)
             return self._result(call, tool, f"Error: {exc.message}", TOOL_ERROR, start)
         except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
+            if deadline.expired():
+                return self._timeout_result(call, tool, timeout, start)
             if conn.transport_done():  # the session is really gone (pipe closed, HTTP stream ended)
                 conn.mark_dead(generation)
                 text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
@@ -367,6 +378,9 @@ class ToolHub:
             # One failed request (a bad result, an HTTP hiccup) on a live session: this call fails, the session
             # (perhaps shared by many envs) stays.
             return self._result(call, tool, f"Error: the call failed: {type(exc).__name__}: {exc}", TOOL_ERROR, start)
+        finally:
+            self._watchdog.remove(key)
+            deadline.expired()  # a cancellation that fired as the call ended must not linger on the task
         text = render_content(result)
         return self._result(
             call,
@@ -423,6 +437,7 @@ class ToolHub:
         return None
 
     async def _aclose(self) -> None:
+        self._watchdog.close()
         await asyncio.gather(
             *((POOL.release(c) if c.shared else c.stop()) for c in self._conns), return_exceptions=True
         )
