@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf
+EXTRAS := dev,code,datasets,gaia,ray,hf,train
 
 .PHONY: run test setup system-deps node-deps lint bench clean
 

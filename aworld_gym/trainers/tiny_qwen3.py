@@ -24,7 +24,10 @@ CHAT_TEMPLATE = (
     "{{- '<|im_start|>system\\n' + messages[0]['content'] }}"
     "{%- if tools %}{{- '\\n\\n# Tools\\n\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}"
     "{%- endfor %}{{- '\\n</tools>' }}{%- endif %}{{- '<|im_end|>\\n' }}"
-    "{%- set rest = messages[1:] %}{%- else %}{%- set rest = messages %}{%- endif %}"
+    "{%- set rest = messages[1:] %}"
+    "{%- else %}{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n\\n<tools>' }}{%- for tool in tools %}"
+    "{{- '\\n' + (tool | tojson) }}{%- endfor %}{{- '\\n</tools><|im_end|>\\n' }}{%- endif %}"
+    "{%- set rest = messages %}{%- endif %}"
     "{%- for m in rest %}"
     "{%- if m['role'] == 'tool' %}"
     "{%- if loop.first or rest[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
@@ -109,7 +112,7 @@ def build_tiny_qwen3(path: str | Path, vocab_size: int = 1024, hidden_size: int 
     """Build (or reuse) a tiny Qwen3 checkpoint folder at ``path``: tokenizer, chat template, model."""
     out = Path(path)
     marker = out / "aworld_tiny_qwen3.json"
-    spec = {"vocab_size": vocab_size, "hidden_size": hidden_size, "layers": layers, "version": 1}
+    spec = {"vocab_size": vocab_size, "hidden_size": hidden_size, "layers": layers, "version": 2}
     if marker.exists() and json.loads(marker.read_text()) == spec:
         return out
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,387 @@
+"""TRL GRPOTrainer adapters on CPU with the real trainer and a tiny offline Qwen3."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import gymnasium as gym
+import pytest
+
+torch = pytest.importorskip("torch")
+trl = pytest.importorskip("trl")
+
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from aworld_gym.envs.code.tasks import solution_of  # noqa: E402
+from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
+from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode  # noqa: E402
+from aworld_gym.trainers.toy import demo_actions, demonstrations, evaluate, tool_choice_env_kwargs, warm_start  # noqa: E402
+from aworld_gym.trainers.trl import (  # noqa: E402
+    component_reward,
+    ensure_tool_parser,
+    env_reward,
+    environment_factory,
+    make_rollout_func,
+    model_generate,
+    task_dataset,
+)
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
+
+
+@pytest.fixture(scope="module")
+def warm(tiny, tmp_path_factory):
+    """The tiny Qwen3 after a brief SFT on tool-choice demonstrations (half of them call the wrong tool)."""
+    tok = AutoTokenizer.from_pretrained(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    try:
+        eps = demonstrations(env, ChatTokens(tok), wrong_rate=0.5, copies=8)
+    finally:
+        env.close()
+    warm_start(model, eps, steps=80, lr=3e-3, batch_size=8)
+    out = tmp_path_factory.mktemp("warm") / "qwen3"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def load(path):
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def config(tmp_path, **kw):
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=64,
+        max_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    base.update(kw)
+    return GRPOConfig(**base)
+
+
+class RecordingTrainer(GRPOTrainer):
+    """Keeps the batches the loss is computed on."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.batches = []
+
+    def compute_loss(self, model, inputs, *a, **kw):
+        self.batches.append({k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in inputs.items()})
+        return super().compute_loss(model, inputs, *a, **kw)
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def changed(model, before) -> int:
+    return sum(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def losses(trainer) -> list[float]:
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+def batch_rows(batch):
+    """(completion ids, env mask) per row of a loss batch, without right padding."""
+    rows = []
+    for ids, cmask, tmask in zip(batch["completion_ids"], batch["completion_mask"], batch["tool_mask"], strict=True):
+        n = int(cmask.sum())
+        rows.append((ids[:n].tolist(), tmask[:n].tolist()))
+    return rows
+
+
+class ScriptedMix:
+    """A generation backend for tests: the even rows of each first turn follow a script (known token ids), the
+    rest sample from the model; a scripted episode stays scripted. Gives an untrained model's groups reward
+    variance, and rollouts whose model token ids are known."""
+
+    def __init__(self, script, chat):
+        self.script, self.chat = script, chat
+        self.scripted: dict[tuple[int, ...], int] = {}  # input ids -> turn index of the script
+        self.emitted: list[list[int]] = []
+
+    def __call__(self, trainer):
+        sample = model_generate(trainer.model, trainer.processing_class)
+
+        def generate(inputs, max_new):
+            out = []
+            for i, ids in enumerate(inputs):
+                turn = self._turn_of(ids)
+                if turn is None and i % 2 == 0 and self.chat.decode(ids).count("<|im_start|>assistant") == 1:
+                    turn = 0
+                text = self.script(self.chat.decode(ids), turn) if turn is not None else None
+                if text is None:
+                    out.append(sample([ids], max_new)[0])
+                    continue
+                new = [*self.chat.encode(text), self.chat.eos_id]
+                self.scripted[tuple(ids)] = turn
+                self.emitted.append(new)
+                out.append((new, None))
+            return out
+
+        return generate
+
+    def _turn_of(self, ids):
+        for prefix, turn in self.scripted.items():
+            if len(ids) > len(prefix) and tuple(ids[: len(prefix)]) == prefix:
+                return turn + 1
+        return None
+
+
+def code_script(env):
+    tasks = list(env.unwrapped.tasks)
+
+    def script(text, turn):
+        task = next(t for t in tasks if t.prompt in text)
+        solution = solution_of(task)
+        if turn == 0:
+            import json
+
+            call = json.dumps({"name": "run_python", "arguments": {"code": solution + "\nprint('ok')\n"}})
+            return f"<tool_call>\n{call}\n</tool_call>"
+        if turn == 1:
+            return f"<answer>\n```python\n{solution}```\n</answer>"
+        return None
+
+    return script
+
+
+def toy_script(env):
+    tasks = {t.prompt: t for t in env.unwrapped.tasks}
+
+    def script(text, turn):
+        task = next(t for p, t in tasks.items() if p in text)
+        actions = demo_actions({"reference": task.metadata["reference"]}, wrong_tool=False)
+        return actions[turn] if turn is not None and turn < len(actions) else None
+
+    return script
+
+
+def assert_rows_match(trainer, rf, mix):
+    """Every row the loss saw is a rollout, token for token, with env_mask 0 exactly on the env's tokens."""
+    rows = [r for b in trainer.batches for r in batch_rows(b)]
+    assert rows
+    episodes = {tuple(ep.completion_ids): ep for ep in rf.all_episodes}
+    for ids, mask in rows:
+        ep = episodes.get(tuple(ids))
+        assert ep is not None, "a trained completion is not one of the rollouts (re-tokenised?)"
+        assert mask == ep.mask
+    # The scripted episodes: model turns are exactly the emitted ids (mask 1), everything between is the env's
+    # rendering of its answer (mask 0), found independently with the chat template.
+    scripted = [ep for ep in rf.all_episodes if ep.completion_ids[: len(mix.emitted[0])] in mix.emitted]
+    assert scripted
+    for ep in scripted:
+        pos = 0
+        turns = 0
+        while pos < len(ep.completion_ids):
+            turn = next(e for e in mix.emitted if ep.completion_ids[pos : pos + len(e)] == e)
+            assert ep.mask[pos : pos + len(turn)] == [1] * len(turn)
+            pos += len(turn)
+            turns += 1
+            end = pos
+            while end < len(ep.mask) and ep.mask[end] == 0:
+                end += 1
+            env_ids = ep.completion_ids[pos:end]
+            if env_ids:
+                text = mix.chat.decode(env_ids)
+                assert text.startswith("\n<|im_start|>user\n<tool_response>\n")
+                assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+            pos = end
+        assert turns == ep.num_turns == 2
+        assert ep.terminated and ep.reward > 0.5
+
+
+@pytest.mark.parametrize("env_id", ["AWorld/Code-v0", "AWorld/MCP-v0"])
+def test_rollout_func_trains_token_exact(env_id, tiny, tmp_path):
+    model, tok = load(tiny)
+    kwargs = tool_choice_env_kwargs() if env_id == "AWorld/MCP-v0" else {}
+    probe = gym.make(env_id, **kwargs)
+    script = code_script(probe) if env_id == "AWorld/Code-v0" else toy_script(probe)
+    probe.close()
+    mix = ScriptedMix(script, ChatTokens(tok))
+    rf = make_rollout_func(env_id, generate=mix, **kwargs)
+    rf.all_episodes = []
+    inner = rf.__call__
+
+    def record(prompts, trainer):
+        out = inner(prompts, trainer)
+        rf.all_episodes += rf.last_episodes
+        return out
+
+    dataset = task_dataset(env_id, limit=2, **kwargs)
+    budget = 1024 if env_id == "AWorld/Code-v0" else 64
+    trainer = RecordingTrainer(
+        model=model,
+        processing_class=tok,
+        reward_funcs=[env_reward, component_reward("task")],
+        args=config(tmp_path, max_completion_length=budget),
+        train_dataset=dataset,
+        rollout_func=record,
+    )
+    before = snapshot(model)
+    try:
+        trainer.train()
+    finally:
+        rf.close()
+    assert len(losses(trainer)) >= 2 and all(math.isfinite(x) for x in losses(trainer))
+    assert changed(model, before) > 0
+    assert_rows_match(trainer, rf, mix)
+    assert all(len(ep.completion_ids) <= budget for ep in rf.all_episodes)
+    # GRPO groups start on one task: each group of num_generations rollouts shares a task id.
+    ids = [ep.task_id for ep in rf.all_episodes]
+    assert all(len(set(ids[g : g + 4])) == 1 for g in range(0, len(ids), 4))
+
+
+def test_completion_budget_spans_turns(tiny):
+    """max_completion_length bounds model and env tokens together; an episode cut there says so."""
+    model, tok = load(tiny)
+    chat = ChatTokens(tok)
+    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    try:
+        actions = demo_actions({"reference": env.unwrapped.tasks[0].metadata["reference"]}, wrong_tool=False)
+        full = scripted_episode(env, chat, actions, options={"task_index": 0}, budget=10_000)
+        assert full.terminated and full.reward == 1.0
+        cut = scripted_episode(env, chat, actions, options={"task_index": 0}, budget=len(full.completion_ids) - 3)
+    finally:
+        env.close()
+    assert not cut.terminated and cut.truncation_reason == "token_budget"
+    assert len(cut.completion_ids) == len(full.completion_ids) - 3 == len(cut.mask) == len(cut.logprobs)
+    assert cut.completion_ids == full.completion_ids[: len(cut.completion_ids)]
+
+
+def test_sampled_logprobs_are_the_models(tiny):
+    """The logprobs sent with a rollout are the model's own for the sampled ids (checked by a fresh forward)."""
+    model, tok = load(tiny)
+    model.eval()
+    chat = ChatTokens(tok)
+    from aworld_gym.trainers.token_rollout import run_token_episodes
+
+    envs = [gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()) for _ in range(3)]
+    try:
+        torch.manual_seed(0)
+        eps = run_token_episodes(envs, [{"task_index": i} for i in range(3)], chat, model_generate(model, tok), 40)
+    finally:
+        for e in envs:
+            e.close()
+    for ep in eps:
+        seq = torch.tensor([ep.prompt_ids + ep.completion_ids])
+        with torch.no_grad():
+            logits = model(seq).logits[0].float()
+        p = len(ep.prompt_ids)
+        lp = torch.log_softmax(logits[p - 1 : -1], -1).gather(-1, torch.tensor(ep.completion_ids)[:, None])[:, 0]
+        m = torch.tensor(ep.mask).bool()
+        assert m.any()
+        assert torch.allclose(lp[m], torch.tensor(ep.logprobs)[m], atol=1e-4)
+
+
+def test_environment_factory_class_schema():
+    """Tool methods have typed signatures and Google docstrings that transformers turns back into the schema."""
+    from transformers.utils import get_json_schema
+
+    cls = environment_factory("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    env = cls()
+    try:
+        schema = get_json_schema(env.multiply)["function"]
+        assert schema["name"] == "multiply"
+        assert schema["parameters"]["properties"] == {
+            "a": {"type": "integer", "description": "The a argument."},
+            "b": {"type": "integer", "description": "The b argument."},
+        }
+        assert schema["parameters"]["required"] == ["a", "b"]
+        assert get_json_schema(env.answer)["function"]["parameters"]["required"] == ["answer"]
+        assert env.reset(task_id="multiply-0-3-4", prompt=[]) is not None
+        assert env.multiply(a=3, b=4) == "12"
+        assert env.multiply(a="x", b=4).startswith("Error")  # wrong types: an error observation, not a crash
+        assert env.answer(answer="12") == "Your final answer was recorded."
+        assert env.components["task"] == 1.0
+        # the task score, minus the tool-error penalty of the bad call
+        assert env.get_reward() == pytest.approx(sum(env.components.values())) and env.get_reward() < 1.0
+        assert env.add(a=1, b=2) == "The episode is over; no more tool calls are accepted."
+    finally:
+        env._close()
+
+
+def length_reward(completions, **_):
+    """Gives an untrained model's groups reward variance (so that the weights must move)."""
+    return [-0.001 * len(str(c)) for c in completions]
+
+
+@pytest.mark.parametrize("env_id", ["AWorld/Code-v0", "AWorld/MCP-v0"])
+def test_environment_factory_trains(env_id, warm, tmp_path):
+    model, tok = load(warm)
+    ensure_tool_parser(tok)
+    kwargs = tool_choice_env_kwargs() if env_id == "AWorld/MCP-v0" else {}
+    factory = environment_factory(env_id, **kwargs)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tok,
+        reward_funcs=[length_reward],
+        args=config(tmp_path, max_completion_length=96, max_tool_calling_iterations=2),
+        train_dataset=task_dataset(env_id, limit=2, **kwargs),
+        environment_factory=factory,
+    )
+    before = snapshot(model)
+    trainer.train()
+    assert len(losses(trainer)) >= 2 and all(math.isfinite(x) for x in losses(trainer))
+    assert changed(model, before) > 0
+    names = {h for entry in trainer.state.log_history for h in entry}
+    assert f"rewards/{factory.__name__}/mean" in names  # get_reward was a reward source
+    for env in trainer.environments:
+        env._close()
+
+
+def test_grpo_raises_reward_on_tool_choice(warm, tmp_path):
+    """GRPO with the rollout function lifts a briefly SFT'd tiny Qwen3 on the tool-choice env."""
+    model, tok = load(warm)
+    kwargs = tool_choice_env_kwargs()
+    before = evaluate(model, tok, kwargs, episodes=64)
+    rf = make_rollout_func("AWorld/MCP-v0", **kwargs)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tok,
+        reward_funcs=[env_reward],
+        args=config(tmp_path, per_device_train_batch_size=16, num_generations=8, max_steps=30, learning_rate=5e-4),
+        train_dataset=task_dataset("AWorld/MCP-v0", **kwargs),
+        rollout_func=rf,
+    )
+    try:
+        trainer.train()
+    finally:
+        rf.close()
+    after = evaluate(model, tok, kwargs, episodes=64)
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    assert after >= before + 0.2, (before, after, rewards)
+    assert sum(rewards[-10:]) / 10 >= sum(rewards[:5]) / 5 + 0.15, rewards
+
+
+def test_recipe_settings_are_a_valid_grpo_config(tmp_path):
+    import yaml
+
+    from aworld_gym.trainers import recipes_dir
+
+    recipe = yaml.safe_load((recipes_dir() / "qwen3_32b_grpo_trl.yaml").read_text())
+    settings = {**recipe["grpo"], "bf16": False, "use_cpu": True, "use_vllm": False}  # the CPU here
+    cfg = GRPOConfig(output_dir=str(tmp_path), report_to=[], **settings)
+    assert cfg.num_generations == 8 and cfg.max_completion_length == 16384
+    assert recipe["env"] in gym.registry
+    assert (recipes_dir() / "deepspeed_zero3.yaml").exists()
