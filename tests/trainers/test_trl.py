@@ -142,10 +142,15 @@ class ScriptedMix:
         return generate
 
     def _turn_of(self, ids):
-        for prefix, turn in self.scripted.items():
-            if len(ids) > len(prefix) and tuple(ids[: len(prefix)]) == prefix:
-                return turn + 1
-        return None
+        best = None
+        for prefix, turn in self.scripted.items():  # the longest scripted input this one continues
+            if (
+                len(ids) > len(prefix)
+                and tuple(ids[: len(prefix)]) == prefix
+                and (best is None or len(prefix) > best[0])
+            ):
+                best = (len(prefix), turn)
+        return None if best is None else best[1] + 1
 
 
 def code_script(env):
@@ -385,3 +390,43 @@ def test_recipe_settings_are_a_valid_grpo_config(tmp_path):
     assert cfg.num_generations == 8 and cfg.max_completion_length == 16384
     assert recipe["env"] in gym.registry
     assert (recipes_dir() / "deepspeed_zero3.yaml").exists()
+
+
+class ScriptedToolLoopTrainer(GRPOTrainer):
+    """GRPOTrainer whose generation follows a ScriptedMix (known tool calls in the even rows)."""
+
+    mix: ScriptedMix
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        outs = self.mix(self)(prompt_ids, self.max_completion_length)
+        return [ids for ids, _ in outs], None
+
+
+def test_environment_factory_in_trls_tool_loop(warm, tmp_path):
+    """TRL parses the tool calls, calls the generated methods with typed arguments, and get_reward scores them."""
+    model, tok = load(warm)
+    ensure_tool_parser(tok)
+    kwargs = tool_choice_env_kwargs()
+    factory = environment_factory("AWorld/MCP-v0", **kwargs)
+    script = [
+        '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>',
+        '<tool_call>\n{"name": "answer", "arguments": {"answer": "12"}}\n</tool_call>',
+        "Done.",
+    ]
+    ScriptedToolLoopTrainer.mix = ScriptedMix(lambda text, turn: script[turn] if turn < 3 else None, ChatTokens(tok))
+    trainer = ScriptedToolLoopTrainer(
+        model=model,
+        processing_class=tok,
+        reward_funcs=[],
+        args=config(tmp_path, max_completion_length=128, max_tool_calling_iterations=3, max_steps=1),
+        train_dataset=task_dataset("AWorld/MCP-v0", limit=2, **kwargs),
+        environment_factory=factory,
+    )
+    trainer.train()
+    calls = [h["tools/call_frequency"] for h in trainer.state.log_history if "tools/call_frequency" in h]
+    assert calls and calls[0] >= 1.0  # the scripted half makes two calls each
+    solved = [e for e in trainer.environments if e.turns == 2]
+    assert len(solved) == 2  # the even rows of the batch of 4
+    assert all(e.get_reward() == 1.0 and e.components == {"task": 1.0} for e in solved)
+    for env in trainer.environments:
+        env._close()
