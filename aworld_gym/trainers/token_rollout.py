@@ -168,6 +168,18 @@ class TokenEpisode:
         if self.remaining <= 0:
             self.done, self.truncation_reason = True, "token_budget"
 
+    def step(self, env: Any, text: str) -> None:
+        """Step ``env`` with the model's turn ``text`` and record its answer; an env that raises ends the episode
+        with ``env_crash`` (the batch goes on)."""
+        before = len(env.unwrapped.messages)
+        try:
+            _, reward, term, trunc, info = env.step(text)
+        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
+            logger.warning("env step failed: %r", exc)
+            self.fail("env_crash")
+            return
+        self.add_env_turn(new_env_messages(env, before + 1), float(reward), term, trunc, info)
+
     def fail(self, reason: str) -> None:
         """End the episode on an infrastructure failure (the env raised)."""
         self.done, self.truncation_reason = True, reason
@@ -210,9 +222,7 @@ def scripted_episode(
         text = ep.add_model_turn([*chat.encode(action), chat.eos_id], None)
         if text is None:
             break
-        before = len(env.unwrapped.messages)
-        _, reward, term, trunc, info = env.step(text)
-        ep.add_env_turn(new_env_messages(env, before + 1), float(reward), term, trunc, info)
+        ep.step(env, text)
     return ep
 
 
@@ -243,15 +253,7 @@ def run_token_episodes(
 
     def step(item: tuple[int, str]) -> None:
         i, text = item
-        env, ep = envs[i], episodes[i]
-        before = len(env.unwrapped.messages)
-        try:
-            _, reward, term, trunc, info = env.step(text)
-        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
-            logger.warning("env step failed: %r", exc)
-            ep.fail("env_crash")
-            return
-        ep.add_env_turn(new_env_messages(env, before + 1), float(reward), term, trunc, info)
+        episodes[i].step(envs[i], text)
 
     while True:
         active = [i for i, ep in enumerate(episodes) if not ep.done]

@@ -17,6 +17,7 @@ Two ways in, both for ``trl>=1.16``:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import inspect
 import json
 import logging
@@ -33,6 +34,20 @@ from aworld_gym.trainers.token_rollout import ChatTokens, Generate, TokenEpisode
 logger = logging.getLogger(__name__)
 
 EXTRA_FIELDS = ("env_reward", "task_score", "reward_components", "num_turns", "truncation_reason", "task_id")
+
+
+def prompt_text(prompt: Any) -> str:
+    """The text of a dataset prompt: the last user message of a conversation, or the string itself."""
+    if isinstance(prompt, list):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        text = users[-1]["content"] if users else ""
+        return text if isinstance(text, str) else json.dumps(text)
+    return "" if prompt is None else str(prompt)
+
+
+def adhoc_task(text: str) -> dict[str, Any]:
+    """A task without a reference answer for a prompt that is not one of the env's tasks (stable id)."""
+    return {"id": "adhoc-" + hashlib.sha1(text.encode()).hexdigest()[:12], "prompt": text}
 
 
 # ----- datasets ------------------------------------------------------------------------------------------
@@ -169,7 +184,7 @@ class AWorldRolloutFunc:
         self._by_prompt: dict[str, str] | None = None
         self._chat: ChatTokens | None = None
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="aworld-rollout")
-        self._warned: set[str] = set()
+        self._warned_adhoc = False
         self.last_episodes: list[TokenEpisode] = []
         _live.add(self)
 
@@ -190,28 +205,24 @@ class AWorldRolloutFunc:
 
     def _task_of(self, prompt: Any) -> dict[str, Any]:
         """reset() options for a prompt: its task id when the prompt is one of the env's tasks."""
-        if isinstance(prompt, list):
-            users = [m for m in prompt if m.get("role") == "user"]
-            text = users[-1]["content"] if users else ""
-            text = text if isinstance(text, str) else json.dumps(text)
-        else:
-            text = str(prompt)
+        text = prompt_text(prompt)
         if self._by_prompt is None:
+            env = self._env(0).unwrapped
             self._by_prompt = {}
-            for tid, p in _task_prompts(self._env(0)):
-                self._by_prompt.setdefault(p.strip(), tid)
-                self._by_prompt.setdefault(self._env(0).unwrapped.tasks.get(tid).prompt.strip(), tid)
+            for task in env.tasks:
+                self._by_prompt.setdefault(env.render_prompt(task).strip(), task.id)
+                self._by_prompt.setdefault(task.prompt.strip(), task.id)
         tid = self._by_prompt.get(text.strip())
         if tid is not None:
             return {"task_id": tid}
-        if "adhoc" not in self._warned:
-            self._warned.add("adhoc")
+        if not self._warned_adhoc:
+            self._warned_adhoc = True
             logger.warning(
                 "a prompt is not one of %s's tasks: it runs as a task without a reference answer (no task score); "
                 "build the dataset with aworld_gym.trainers.trl.task_dataset to train on the env's tasks",
                 self.env_id,
             )
-        return {"task": {"id": f"adhoc-{abs(hash(text)) % 10**12}", "prompt": text}}
+        return {"task": adhoc_task(text)}
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tok = trainer.processing_class
@@ -375,9 +386,7 @@ class AWorldToolEnv:
         if row.get("task_id") is not None:
             options["task_id"] = row["task_id"]
         else:
-            prompt = row.get("prompt")
-            text = prompt[-1]["content"] if isinstance(prompt, list) and prompt else str(prompt or "")
-            options["task"] = {"id": f"adhoc-{abs(hash(text)) % 10**12}", "prompt": text}
+            options["task"] = adhoc_task(prompt_text(row.get("prompt")))
         self._env.reset(options=options)
         self._over, self._return, self.components, self.turns = False, 0.0, {}, 0
         self.truncation_reason = None

@@ -430,3 +430,33 @@ def test_environment_factory_in_trls_tool_loop(warm, tmp_path):
     assert all(e.get_reward() == 1.0 and e.components == {"task": 1.0} for e in solved)
     for env in trainer.environments:
         env._close()
+
+
+class RaisingStep(gym.Wrapper):
+    def step(self, action):
+        raise RuntimeError("tool infrastructure gone")
+
+
+def test_env_that_raises_ends_only_its_episode(tiny):
+    """An env whose step raises ends that episode with env_crash; the rest of the batch still runs."""
+    from aworld_gym.trainers.token_rollout import run_token_episodes
+    from aworld_gym.trainers.trl import adhoc_task, prompt_text
+
+    model, tok = load(tiny)
+    chat = ChatTokens(tok)
+    envs = [gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()) for _ in range(2)]
+    envs[0] = RaisingStep(envs[0])
+    call = demo_actions({"reference": envs[1].unwrapped.tasks[0].metadata["reference"]}, wrong_tool=False)[0]
+    ids = [*chat.encode(call), chat.eos_id]
+    try:
+        eps = run_token_episodes(
+            envs, [{"task_index": 0}] * 2, chat, lambda inputs, n: [(ids, None)] * len(inputs), 200
+        )
+    finally:
+        for e in envs:
+            e.close()
+    assert eps[0].truncation_reason == "env_crash" and eps[0].num_turns == 1
+    assert eps[1].truncation_reason == "turn_limit" and eps[1].num_turns == 3  # the scripted call, three times
+    # prompts that are not tasks become tasks without answers, with a stable id
+    assert prompt_text([{"role": "user", "content": "hi"}]) == "hi"
+    assert adhoc_task("hi") == adhoc_task("hi") and adhoc_task("hi")["id"].startswith("adhoc-")
