@@ -14,6 +14,7 @@ ENV_IDS: dict[str, tuple[str, int]] = {
     "AWorld/MCP-v0": ("aworld_gym.core.env:MCPEnv", 20),
     "AWorld/Code-v0": ("aworld_gym.envs.code.env:CodeEnv", 8),
     "AWorld/GAIA-v0": ("aworld_gym.envs.gaia.env:GAIAEnv", 20),
+    "AWorld/Browser-v0": ("aworld_gym.envs.browser.env:BrowserEnv", 20),
 }
 
 

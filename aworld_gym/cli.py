@@ -29,7 +29,11 @@ def _rollout(args: argparse.Namespace) -> int:
         latency_s=args.policy_latency,
         **{k: v for k, v in policy_kwargs.items() if v},
     )
-    factory()  # fail fast on a bad policy configuration
+    # fail fast on a bad policy configuration; a scripted policy may name the tasks it knows (env_defaults)
+    env_kwargs = {**getattr(factory(), "env_defaults", {}), **env_kwargs}
+    screenshots = Path(out).with_suffix(".screenshots") if args.screenshots else None
+    if screenshots is not None:
+        env_kwargs.setdefault("render_mode", "rgb_array")
     engine = "ray" if (args.ray or args.ray_address) else "async"
     print(
         f"aworld-gym rollout: {args.env}, policy={args.policy}, {args.episodes} episodes, group size {args.group_size}, "
@@ -51,6 +55,7 @@ def _rollout(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         policy_timeout_s=args.policy_timeout,
         progress=not args.no_progress,
+        screenshots=screenshots,
     )
     print(summary.render(), flush=True)
     if args.summary_json:
@@ -97,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ray", action="store_true", help="run episodes on a pool of Ray actors")
     r.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto': the running one)")
     r.add_argument("--summary-json", default=None, help="also write the summary as JSON here")
+    r.add_argument("--screenshots", action="store_true", help="save a PNG per step (envs that render rgb_array)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_rollout)
     e = sub.add_parser("envs", help="list the registered ids")

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
 
@@ -21,6 +22,25 @@ from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks
 from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolHub, ToolResult, truncate
 
 TRUNCATION_REASONS = ("turn_limit", "token_budget", "tool_timeout", "env_crash")
+
+
+@dataclass
+class TaskState:
+    """What an env whose task can end by itself (a web page's done flag) reads after a step's tool calls.
+
+    Attributes:
+        done: the task is over: the step terminates with ``score``.
+        score: the task's score (its raw reward), given when ``done``.
+        crash: the env lost the task's state (e.g. the browser died): the step truncates with ``env_crash``.
+        note: text appended to the last tool response (e.g. the page as it is now).
+        info: reported as ``info["task_state"]``.
+    """
+
+    done: bool = False
+    score: float | None = None
+    crash: str | None = None
+    note: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class MCPEnv(gym.Env[str, str]):
@@ -110,19 +130,24 @@ class MCPEnv(gym.Env[str, str]):
         task = self._pick_task(options or {})
         self.prepare_episode(task)
         self.hub.begin_episode(files=self.task_files(task))
+        if self._overrides("abegin_task"):
+            self.hub.run_sync(self.abegin_task(task))
         return self._start_episode(task)
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         parsed, calls_needed = self._before_step(action)
         results: list[ToolResult] = []
         crash: str | None = None
+        state: TaskState | None = None
         if calls_needed:
             try:
                 results = self.hub.call(parsed.tool_calls)
+                if self._overrides("acheck_task"):
+                    state = self.hub.run_sync(self._acheck(results))
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
         score = self._score_answer(parsed)
-        return self._after_step(parsed, results, crash, score)
+        return self._after_step(parsed, results, crash, score, state)
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -132,6 +157,7 @@ class MCPEnv(gym.Env[str, str]):
         task = self._pick_task(options or {})
         await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
+        await self.abegin_task(task)
         return self._start_episode(task)
 
     async def astep(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -139,13 +165,15 @@ class MCPEnv(gym.Env[str, str]):
         parsed, calls_needed = self._before_step(action)
         results: list[ToolResult] = []
         crash: str | None = None
+        state: TaskState | None = None
         if calls_needed:
             try:
                 results = await self.hub.acall(parsed.tool_calls)
+                state = await self._acheck(results)
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = f"{type(exc).__name__}: {exc}"
         score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
-        return self._after_step(parsed, results, crash, score)
+        return self._after_step(parsed, results, crash, score, state)
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
@@ -182,6 +210,16 @@ class MCPEnv(gym.Env[str, str]):
     def release(self) -> None:
         """Called once when the env closes, after its sessions are closed (release shared resources)."""
 
+    async def abegin_task(self, task: Task) -> None:
+        """Called at reset after the servers know about the new episode (e.g. open the task's web page).
+
+        Runs on the hub's event loop; use ``await self.hub.acall_internal(...)`` for the env's own tool calls.
+        """
+
+    async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
+        """Called after each step's tool calls: an env whose task ends by itself returns its :class:`TaskState`."""
+        return None
+
     def task_files(self, task: Task) -> Sequence[str]:
         """Attachment paths handed to the tool servers (in each call's ``_meta``)."""
         return task.files
@@ -209,6 +247,14 @@ class MCPEnv(gym.Env[str, str]):
         return render_system_prompt(self.tools, self.preamble)
 
     # ----- internals -------------------------------------------------------------------------------------
+    def _overrides(self, hook: str) -> bool:
+        """Whether a subclass implements ``hook`` (the sync face then runs it on the hub's loop)."""
+        return getattr(type(self), hook) is not getattr(MCPEnv, hook)
+
+    async def _acheck(self, results: list[ToolResult]) -> TaskState | None:
+        assert self.task is not None
+        return await self.acheck_task(self.task, results)
+
     def _pick_task(self, options: Mapping[str, Any]) -> Task:
         if self._closed:
             raise ResetNeeded("this environment is closed; create a new one")
@@ -260,10 +306,19 @@ class MCPEnv(gym.Env[str, str]):
         return self.score(parsed.answer, self.task)
 
     def _after_step(
-        self, parsed: ParsedAction, results: list[ToolResult], crash: str | None, score: float | None
+        self,
+        parsed: ParsedAction,
+        results: list[ToolResult],
+        crash: str | None,
+        score: float | None,
+        state: TaskState | None = None,
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         task = self.task
         assert task is not None
+        if state is not None and crash is None:
+            crash = state.crash
+            if state.note and results:
+                results[-1].text += "\n" + state.note
         errors = list(parsed.errors)
         terminated = truncated = False
         reason: str | None = None
@@ -284,6 +339,9 @@ class MCPEnv(gym.Env[str, str]):
             if infra and self.truncate_on_infra_error:
                 truncated = True
                 reason = "env_crash" if SERVER_DIED in infra else "tool_timeout"
+            if state is not None and state.done:  # the task ended itself: its outcome wins over a slow tool
+                terminated, truncated, reason, score = True, False, None, state.score
+                parts.append("The task is over.")
         elif not errors:
             errors.append("no tool call and no final answer")
             parts.append("Your message contained no tool call and no final answer. " + FORMAT_HINT)
@@ -326,6 +384,8 @@ class MCPEnv(gym.Env[str, str]):
         }
         if truncated:
             info["truncation_reason"] = reason
+        if state is not None:
+            info["task_state"] = state.info
         self.turns.append(
             {
                 "turn": self.turn,

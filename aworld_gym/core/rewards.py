@@ -120,7 +120,7 @@ class ToolErrorPenalty:
     """``penalty`` per tool call that failed because of the model (unknown tool, bad arguments, tool error)."""
 
     name = "tool_error"
-    model_errors = frozenset({"unknown_tool", "bad_arguments", "too_large", "tool_error"})
+    model_errors = frozenset({"unknown_tool", "bad_arguments", "too_large", "tool_error", "refused"})
 
     def __init__(self, penalty: float = -0.05) -> None:
         self.penalty = penalty

@@ -12,10 +12,10 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -40,6 +40,11 @@ TOO_LARGE = "too_large"
 TOOL_ERROR = "tool_error"
 TIMEOUT = "timeout"
 SERVER_DIED = "server_died"
+REFUSED = "refused"  # the env's guard refused the call (e.g. a navigation off the task's site)
+
+# guard(tool_name, arguments) -> None to let the call through, or the reason it is refused.
+Guard = Callable[[str, Mapping[str, Any]], "str | None"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -108,6 +113,10 @@ class ToolHub:
         max_argument_chars: a call whose JSON arguments are longer is refused.
         max_output_chars: tool output beyond this is cut, with a note saying so.
         restart: restart a server whose connection died (at the next call or reset).
+        guard: ``guard(tool_name, arguments)`` sees every agent call before it is sent and returns ``None`` or
+            the reason to refuse it (the agent gets ``Error: <reason>``, kind ``refused``).
+        hidden_arguments: ``{tool name: [argument, ...]}`` removed from the agent's schemas, so that a call
+            using them is refused as an unknown argument (e.g. a ``filename`` that would write a file).
     """
 
     def __init__(
@@ -122,6 +131,8 @@ class ToolHub:
         max_argument_chars: int = 200_000,
         max_output_chars: int = 20_000,
         restart: bool = True,
+        guard: Guard | None = None,
+        hidden_arguments: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         if call_timeout <= 0:
             raise ConfigError("call_timeout must be a positive number of seconds")
@@ -132,6 +143,8 @@ class ToolHub:
         self.max_argument_chars = max_argument_chars
         self.max_output_chars = max_output_chars
         self.restart = restart
+        self.guard = guard
+        self.hidden_arguments = {k: frozenset(v) for k, v in (hidden_arguments or {}).items()}
         self.session_id = uuid.uuid4().hex
         self.episode = 0
         self.files: tuple[str, ...] = ()
@@ -165,6 +178,10 @@ class ToolHub:
     def call(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run ``calls`` concurrently and return one result per call, in order. Never raises for a bad call."""
         return self._loop.run(self._acall(list(calls)), timeout=self._guard_timeout())
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run an env's own coroutine (that awaits :meth:`acall_internal`) on the hub's loop, from sync code."""
+        return self._loop.run(coro, timeout=self._guard_timeout())
 
     def begin_episode(self, files: Sequence[str] = ()) -> None:
         """Start a new episode: restart dead servers, new episode key for per-session state, reset tools."""
@@ -203,6 +220,14 @@ class ToolHub:
     async def acall(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Async :meth:`call`."""
         return await self._loop.arun(self._acall(list(calls)))
+
+    async def acall_internal(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Call any tool of the servers for the env's own use (no allow-list, no guard, not shown to the agent).
+
+        Returns the raw ``CallToolResult`` (images included); raises :class:`ServerError` when the server is down,
+        the call times out or fails in transport. A tool-level error comes back as a result with ``is_error``.
+        """
+        return await self._loop.arun(self._call_internal(tool, dict(arguments or {})))
 
     async def abegin_episode(self, files: Sequence[str] = ()) -> None:
         """Async :meth:`begin_episode`."""
@@ -258,6 +283,12 @@ class ToolHub:
                 if tool.name in hidden or not self._allowed(tool.name, exposed, qualified):
                     continue
                 schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+                drop = self.hidden_arguments.get(tool.name)
+                if drop:
+                    props = schema.get("properties") or {}
+                    schema["properties"] = {k: v for k, v in props.items() if k not in drop}
+                    if "required" in schema:
+                        schema["required"] = [k for k in schema["required"] if k not in drop]
                 tools[exposed] = _Tool(exposed, tool.name, conn, schema, (tool.description or "").strip())
         self._tools = tools
 
@@ -334,6 +365,13 @@ class ToolHub:
         if tool is None:
             names = ", ".join(self._tools) or "(none)"
             return ToolResult(call, f"Error: unknown tool {call.name!r}. Available tools: {names}.", UNKNOWN_TOOL)
+        if self.guard is not None:
+            try:
+                reason = self.guard(tool.name, call.arguments)
+            except Exception as exc:  # noqa: BLE001 - a failing guard refuses, it does not crash the step
+                reason = f"the call could not be checked ({type(exc).__name__}: {exc})"
+            if reason is not None:
+                return ToolResult(call, f"Error: {reason}", REFUSED, server=tool.conn.spec.name)
         problem = self._check_arguments(tool, call.arguments)
         if problem is not None:
             kind, text = problem
@@ -390,6 +428,33 @@ class ToolHub:
             start,
             structured=getattr(result, "structured_content", None),
         )
+
+    async def _call_internal(self, name: str, arguments: dict[str, Any]) -> Any:
+        if not self._started:
+            await self._astart()
+        server, _, raw = name.rpartition("__")
+        conn = next((c for c in self._conns if (not server or c.spec.name == server) and
+                     any(t.name == raw for t in c.tools)), None)  # fmt: skip
+        if conn is None:
+            raise ServerError(f"no server has a tool named {name!r}")
+        await self._ensure_alive(conn)
+        if not conn.alive or conn.client is None:
+            raise ServerError(f"tool server {conn.spec.name!r} is down")
+        generation = conn.generation
+        timeout = self._timeout(conn)
+        try:
+            async with asyncio.timeout(timeout):
+                return await conn.client.call_tool(raw, arguments, meta=self._meta())
+        except TimeoutError:
+            raise ServerError(f"{name!r} did not answer within {timeout:g} s") from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                conn.mark_dead(generation)
+            raise ServerError(f"{name!r} failed: {exc.message}") from None
+        except Exception as exc:  # noqa: BLE001 - reported to the env as a ServerError
+            if conn.transport_done():
+                conn.mark_dead(generation)
+            raise ServerError(f"{name!r} failed: {type(exc).__name__}: {exc}") from None
 
     def _timeout_result(self, call: ToolCall, tool: _Tool, timeout: float, start: float) -> ToolResult:
         text = f"Error: tool {call.name!r} did not answer within {timeout:g} s and was abandoned."

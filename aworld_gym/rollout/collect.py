@@ -158,6 +158,7 @@ def collect(
     ray_actors: int | None = None,
     policy_timeout_s: float | None = None,
     progress: bool = True,
+    screenshots: str | Path | None = None,
 ) -> Summary:
     """Run ``episodes`` episodes of ``env_id`` and stream each record to ``sink`` as it finishes.
 
@@ -177,6 +178,8 @@ def collect(
         ray_actors: Ray actors in the pool (default: the cluster's CPUs, at most ``concurrency``).
         policy_timeout_s: a policy turn that takes longer ends its episode as ``policy_error``.
         progress: show a progress bar on stderr.
+        screenshots: a folder for a PNG per step of envs made with ``render_mode="rgb_array"`` (in-process
+            engine; off by default).
     """
     if episodes < 1 or concurrency < 1 or group_size < 1:
         raise ValueError("episodes, concurrency and group_size must be at least 1")
@@ -184,6 +187,8 @@ def collect(
         raise ValueError("task_order must be 'cycle' or 'sample'")
     if engine not in ("async", "ray"):
         raise ValueError("engine must be 'async' or 'ray'")
+    if screenshots is not None and engine != "async":
+        raise ValueError("screenshots are written by the in-process engine only (engine='async')")
     kwargs = dict(env_kwargs or {})
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
@@ -211,7 +216,11 @@ def collect(
     t0 = time.perf_counter()
     try:
         if engine == "async":
-            asyncio.run(_collect_async(env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, probe))
+            asyncio.run(
+                _collect_async(
+                    env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, probe, screenshots
+                )
+            )
         else:
             probe.close()
             from aworld_gym.rollout.ray_engine import collect_ray
@@ -245,7 +254,12 @@ def _factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
 
 
 async def run_job(
-    env: gym.Env[str, str], policy: Policy, env_id: str, job: Job, policy_timeout_s: float | None
+    env: gym.Env[str, str],
+    policy: Policy,
+    env_id: str,
+    job: Job,
+    policy_timeout_s: float | None,
+    screenshots: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run ``job`` (its task, seed and sample) as one episode on ``env``."""
     return await arun_episode(
@@ -256,6 +270,7 @@ async def run_job(
         options={"task_index": job.task_index},
         sample=job.sample,
         policy_timeout_s=policy_timeout_s,
+        screenshots=screenshots,
     )
 
 
@@ -278,6 +293,7 @@ async def _collect_async(
     on_record: Callable[[dict[str, Any]], None],
     policy_timeout_s: float | None,
     first_env: gym.Env[str, str] | None = None,
+    screenshots: str | Path | None = None,
 ) -> None:
     queue = deque(jobs)
     tasks = first_env.unwrapped.tasks if first_env is not None else None
@@ -298,7 +314,7 @@ async def _collect_async(
                     except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
                         on_record(failed_record(env_id, job, task_id, "env_error", exc, policy))
                         continue
-                record = await run_job(env, policy, env_id, job, policy_timeout_s)
+                record = await run_job(env, policy, env_id, job, policy_timeout_s, screenshots)
                 if record.get("task_id") is None:
                     record["task_id"] = task_id  # reset failed before the env could name its task
                 on_record(record)

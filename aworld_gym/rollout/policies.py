@@ -72,6 +72,7 @@ PolicyFactory = Callable[..., Policy]
 _REFERENCE: dict[str, str] = {
     "AWorld/Code-v0": "aworld_gym.envs.code.reference:CodeReferencePolicy",
     "AWorld/GAIA-v0": "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
+    "AWorld/Browser-v0": "aworld_gym.envs.browser.reference:BrowserReferencePolicy",
     "AWorld/MCP-v0": "aworld_gym.rollout.plan:PlanPolicy",
 }
 

@@ -6,6 +6,7 @@ import asyncio
 import time
 import traceback
 import uuid
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -126,18 +127,25 @@ def run_episode(
     seed: int | None = None,
     options: dict[str, Any] | None = None,
     sample: int = 0,
+    screenshots: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run one episode to its end; never raises for what the policy or the tools do.
 
     Returns the trajectory record: ids, every turn (action, parsed calls, tool results, observation, reward
     and its components, timings), the totals, and how the episode ended (``termination``: ``answer`` or the
     truncation reason, or ``policy_error`` / ``env_error`` with the traceback in ``error``).
+
+    ``screenshots``: a folder; an env with ``render_mode="rgb_array"`` then gets a PNG per step there
+    (``<episode_id>/<turn>.png``, turn 0 after reset), named in each turn's ``screenshot``.
     """
     rec = EpisodeRecorder(env_id, policy, seed, sample)
     try:
         obs, info = env.reset(seed=seed, options=options)
         rec.reset_done(info)
         unwrapped = env.unwrapped
+        shots = Screenshots.open(screenshots, rec, unwrapped)
+        if shots is not None:
+            shots.save(0, _render_sync(unwrapped))
         while not rec.done:
             p0 = time.perf_counter()
             try:
@@ -149,6 +157,8 @@ def run_episode(
             out = env.step(action)
             rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, None, _sampled(policy, unwrapped))
             obs, info = out[0], out[4]
+            if shots is not None:
+                shots.save(len(rec.turns), _render_sync(unwrapped))
     except Exception as exc:  # noqa: BLE001 - an env failure outside step() is recorded, not raised
         rec.failed("env_error", exc)
     return rec.finish()
@@ -163,6 +173,7 @@ async def arun_episode(
     options: dict[str, Any] | None = None,
     sample: int = 0,
     policy_timeout_s: float | None = None,
+    screenshots: str | Path | None = None,
 ) -> dict[str, Any]:
     """Async :func:`run_episode` on the env's async face (``areset``/``astep``); many run on one loop.
 
@@ -175,6 +186,9 @@ async def arun_episode(
     try:
         obs, info = await unwrapped.areset(seed=seed, options=options)
         rec.reset_done(info)
+        shots = Screenshots.open(screenshots, rec, unwrapped)
+        if shots is not None:
+            shots.save(0, await _render_async(unwrapped))
         while not rec.done:
             p0 = time.perf_counter()
             try:
@@ -186,6 +200,8 @@ async def arun_episode(
             out = await unwrapped.astep(action)
             rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, limit, _sampled(policy, unwrapped))
             obs, info = out[0], out[4]
+            if shots is not None:
+                shots.save(len(rec.turns), await _render_async(unwrapped))
     except Exception as exc:  # noqa: BLE001 - an env failure outside step() is recorded, not raised
         rec.failed("env_error", exc)
     return rec.finish()
@@ -194,3 +210,44 @@ async def arun_episode(
 def _sampled(policy: Policy, env: Any) -> dict[str, Any] | None:
     take = getattr(policy, "take_sample", None)
     return take(env) if take is not None else None
+
+
+class Screenshots:
+    """Writes an episode's frames as PNG files and names them in its record (a failed frame is noted, not raised)."""
+
+    def __init__(self, folder: Path, rec: EpisodeRecorder) -> None:
+        self.folder = folder / rec.record["episode_id"]
+        self.rec = rec
+
+    @classmethod
+    def open(cls, folder: str | Path | None, rec: EpisodeRecorder, env: Any) -> Screenshots | None:
+        if folder is None or getattr(env, "render_mode", None) != "rgb_array":
+            return None
+        return cls(Path(folder), rec)
+
+    def save(self, turn: int, frame: Any) -> None:
+        from PIL import Image
+
+        where = self.rec.turns[-1] if turn else self.rec.record
+        if isinstance(frame, BaseException):
+            where["screenshot_error"] = f"{type(frame).__name__}: {frame}"
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{turn:03d}.png"
+        Image.fromarray(frame).save(path)
+        where["screenshot"] = str(path)
+
+
+def _render_sync(env: Any) -> Any:
+    try:
+        return env.render()
+    except Exception as exc:  # noqa: BLE001 - a missing frame must not end the episode
+        return exc
+
+
+async def _render_async(env: Any) -> Any:
+    try:
+        shot = getattr(env, "ascreenshot", None)
+        return await shot() if shot is not None else await asyncio.to_thread(env.render)
+    except Exception as exc:  # noqa: BLE001 - a missing frame must not end the episode
+        return exc

@@ -1,0 +1,1 @@
+"""AWorld/Browser-v0: MiniWoB++ web tasks in a real headless Chromium through the Playwright MCP server."""

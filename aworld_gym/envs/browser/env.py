@@ -1,0 +1,273 @@
+"""AWorld/Browser-v0: MiniWoB++ tasks in a real headless Chromium, driven through the official Playwright MCP server.
+
+The agent sees the task's instruction and an accessibility snapshot of the page, and acts with an allow-list of Playwright
+MCP tools (no JavaScript, files or tabs). The env itself opens the page, seeds and starts the task, and after
+each step reads the page's done flag and raw reward with JavaScript (a tool the agent never sees).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import re
+import secrets
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from aworld_gym.core.env import MCPEnv, TaskState
+from aworld_gym.core.errors import ConfigError, ServerError
+from aworld_gym.core.task import Task
+from aworld_gym.envs.browser.playwright import own_browser_entry, shared_browser
+from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
+from aworld_gym.mcp.hub import ToolResult
+
+# What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
+# browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and
+# console logs, browser_close / browser_resize.
+AGENT_TOOLS = (
+    "browser_navigate",
+    "browser_snapshot",
+    "browser_click",
+    "browser_type",
+    "browser_fill_form",
+    "browser_select_option",
+    "browser_press_key",
+    "browser_hover",
+    "browser_drag",
+    "browser_wait_for",
+)
+HIDDEN_ARGUMENTS = {"browser_snapshot": ["filename"]}  # would write a file
+
+SYSTEM_PREAMBLE = (
+    "You operate a web browser to complete the task shown on a web page. Act with the browser tools, one call per "
+    "turn; refer to elements by the ref=... ids of the latest snapshot (a CSS selector works too). After each "
+    "action you get the page as it is now. The task ends by itself when you complete it, or fail it."
+)
+
+# Seed the page's generator, give it a long timer, start the task, mark the page as this episode's. The harness's
+# reward/timer widget is hidden: it is not part of the task, and its ticking clock would make observations vary.
+_START_JS = """async () => {
+  Math.seedrandom(%(seed)d);
+  core.EPISODE_MAX_TIME = %(ms)d;
+  core.startEpisodeReal();
+  const display = document.getElementById('reward-display');
+  if (display) display.style.display = 'none';
+  for (let i = 0; i < 100 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 50));
+  window.__aworld_episode = %(episode)s;
+  return {ready: WOB_TASK_READY, utterance: core.getUtterance()};
+}"""
+_STATE_JS = """() => {
+  const g = (name) => (typeof window[name] === 'undefined' ? null : window[name]);
+  return {episode: g('__aworld_episode'), url: location.href, done: g('WOB_DONE_GLOBAL'),
+          raw_reward: g('WOB_RAW_REWARD_GLOBAL'), reward: g('WOB_REWARD_GLOBAL'), reason: g('WOB_REWARD_REASON')};
+}"""
+_SECTION = re.compile(r"^### (\w[\w ]*)\n(.*?)(?=^### |\Z)", re.S | re.M)
+
+
+class BrowserEnv(MCPEnv):
+    """MiniWoB++ web tasks through ``@playwright/mcp`` on the system Chromium.
+
+    Args:
+        tasks: task names (``None``: all ~125 single-page tasks the ``miniwob`` package ships).
+        task: pin one task (``"click-button"``); the same as ``tasks=["click-button"]``.
+        browser: ``"shared"`` (one Playwright MCP server and one Chromium per process, an isolated browser context
+            per env) or ``"own"`` (a Playwright MCP server with its own Chromium for this env).
+        time_limit_s: the page's own episode timer (MiniWoB++'s default is 10 s, too short for a model).
+        settle_ms: how long Playwright waits after an action for the page to settle.
+        snapshot_after_step: append the page's snapshot to each step's observation (unless the step's last
+            call was ``browser_snapshot``).
+        render_mode: ``"rgb_array"`` (a screenshot as a numpy array), ``"ansi"`` or ``"human"``.
+        **kwargs: everything :class:`MCPEnv` takes (``max_turns``, ``reward_hooks``, ...).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        tasks: str | Sequence[str] | None = None,
+        *,
+        task: str | None = None,
+        browser: str = "shared",
+        time_limit_s: float = 600.0,
+        settle_ms: int = 150,
+        snapshot_after_step: bool = True,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for key in ("mcp_config", "servers", "scorer", "allow_tools"):
+            if key in kwargs:
+                raise ConfigError(f"AWorld/Browser-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom tools")
+        if browser not in ("shared", "own"):
+            raise ConfigError("browser must be 'shared' or 'own'")
+        if time_limit_s <= 0:
+            raise ConfigError("time_limit_s must be positive")
+        source = miniwob_tasks(task if task is not None else tasks)
+        self.time_limit_s = time_limit_s
+        self.snapshot_after_step = snapshot_after_step
+        self.utterance = ""
+        self.page_url = ""
+        self._intro = ""
+        self._episode_key = ""
+        self._output_dir: str | None = None
+        self._pages = shared_pages()
+        self.origin = self._pages.acquire().rstrip("/")
+        self._browser = None
+        try:
+            if browser == "shared":
+                self._browser = shared_browser(self.origin, settle_ms)
+                entry: dict[str, Any] = {"type": "streamable-http", "url": self._browser.acquire()}
+            else:
+                entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
+            kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+            kwargs.setdefault("tool_timeout", 60.0)
+            super().__init__(
+                mcp_config={"mcpServers": {"browser": entry}},
+                tasks=source,
+                scorer=None,
+                allow_tools=AGENT_TOOLS,
+                render_mode=render_mode,
+                **kwargs,
+            )
+        except BaseException:
+            self.release()
+            raise
+        self.hub.guard = self._guard
+        self.hub.hidden_arguments = {k: frozenset(v) for k, v in HIDDEN_ARGUMENTS.items()}
+
+    # ----- MCPEnv hooks ----------------------------------------------------------------------------------
+    def prepare_episode(self, task: Task) -> None:
+        self._pages.ensure_alive()
+        if self._browser is not None:
+            self._browser.ensure_alive()  # a dead server is restarted at the same URL; the hub reconnects
+
+    async def abegin_task(self, task: Task) -> None:
+        try:
+            await self._open(task)
+        except ServerError:
+            await self._open(task)  # the first call after a browser crash may fail while Playwright relaunches it
+
+    def render_prompt(self, task: Task) -> str:
+        return f"Task: {self.utterance}\n\nThe page {self.page_url} shows:\n{self._intro}"
+
+    async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
+        try:
+            state = await self._read_state()
+        except ServerError as exc:
+            return TaskState(crash=f"the browser failed: {exc}")
+        if state.get("episode") != self._episode_key:
+            if any(r.call.name == "browser_navigate" and not r.is_error for r in results):
+                note = "You navigated away from the task's page (or reloaded it): the task is over."
+                return TaskState(done=True, score=0.0, note=note, info=state)
+            return TaskState(crash="the task's page was lost (the browser was restarted)", info=state)
+        if state.get("done"):
+            return TaskState(done=True, score=float(state.get("raw_reward") or 0.0), info=state)
+        note = ""
+        if self.snapshot_after_step and results[-1].call.name != "browser_snapshot":
+            try:
+                note = "The page now:\n" + await self._snapshot()
+            except ServerError as exc:
+                return TaskState(crash=f"the browser failed: {exc}", info=state)
+        return TaskState(note=note, info=state)
+
+    def score(self, answer: str, task: Task) -> float:
+        return 0.0  # a MiniWoB++ task is scored by its page; an answer without finishing it scores nothing
+
+    def render(self) -> Any:
+        if self.render_mode != "rgb_array":
+            return super().render()
+        return self.hub.run_sync(self.ascreenshot())
+
+    async def ascreenshot(self) -> Any:
+        """The page as an RGB ``numpy`` array (height x width x 3, uint8)."""
+        import numpy as np
+        from PIL import Image
+
+        result = await self.hub.acall_internal("browser_take_screenshot", {"type": "png", "scale": "css"})
+        data = next((b.data for b in result.content or [] if getattr(b, "type", None) == "image"), None)
+        if result.is_error or data is None:
+            raise ServerError(f"no screenshot: {_text(result)[:300]}")
+        with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+            return np.asarray(image.convert("RGB"))
+
+    def release(self) -> None:
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            browser.release()
+        pages, self._pages = getattr(self, "_pages", None), None
+        if pages is not None:
+            pages.release()
+        if self._output_dir:
+            shutil.rmtree(self._output_dir, ignore_errors=True)
+            self._output_dir = None
+
+    # ----- internals -------------------------------------------------------------------------------------
+    def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
+        if tool != "browser_navigate":
+            return None
+        url = str(arguments.get("url", ""))
+        parts = urlsplit(url)
+        if f"{parts.scheme}://{parts.netloc}" != self.origin or parts.username or parts.password:
+            return (
+                f"navigation to {url[:200]!r} is refused: only pages of the task's site ({self.origin}/) may be opened"
+            )
+        return None
+
+    async def _open(self, task: Task) -> None:
+        self.page_url = f"{self.origin}/{task.metadata['page']}"
+        # A fresh browser context per episode: nothing (cookies, storage, history) carries over, and the
+        # snapshot refs start again at e1, so a seeded reset gives the same observation.
+        with contextlib.suppress(ServerError):
+            await self.hub.acall_internal("browser_close", {})
+        opened = await self.hub.acall_internal("browser_navigate", {"url": self.page_url})
+        if opened.is_error:
+            raise ServerError(f"could not open {self.page_url}: {_text(opened)[:300]}")
+        self._episode_key = secrets.token_hex(8)
+        seed = int(self.np_random.integers(2**31))
+        script = _START_JS % {
+            "seed": seed,
+            "ms": int(self.time_limit_s * 1000),
+            "episode": json.dumps(self._episode_key),
+        }
+        started = _result_json(await self.hub.acall_internal("browser_evaluate", {"function": script}))
+        if not started.get("ready"):
+            raise ServerError(f"the task {task.id!r} did not become ready")
+        self.utterance = str(started.get("utterance", ""))
+        self._intro = await self._snapshot()
+
+    async def _read_state(self) -> dict[str, Any]:
+        return _result_json(await self.hub.acall_internal("browser_evaluate", {"function": _STATE_JS}))
+
+    async def _snapshot(self) -> str:
+        result = await self.hub.acall_internal("browser_snapshot", {})
+        if result.is_error:
+            raise ServerError(f"no snapshot: {_text(result)[:300]}")
+        body = _sections(_text(result)).get("Snapshot", "").strip()
+        return body or "(empty page)"
+
+
+def _text(result: Any) -> str:
+    return "\n".join(b.text for b in result.content or [] if getattr(b, "type", None) == "text")
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Playwright MCP answers in markdown sections (``### Result``, ``### Snapshot``...)."""
+    return {m.group(1).strip(): m.group(2) for m in _SECTION.finditer(text)}
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    text = _text(result)
+    if result.is_error:
+        raise ServerError(f"the page script failed: {text[:300]}")
+    body = _sections(text).get("Result", "").strip()
+    body = body.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError:
+        raise ServerError(f"unexpected answer from the page script: {text[:300]}") from None
+    if not isinstance(value, dict):
+        raise ServerError(f"unexpected answer from the page script: {text[:300]}")
+    return value

@@ -1,0 +1,126 @@
+"""The official Playwright MCP server (``@playwright/mcp`` from npm) on the system Chromium.
+
+``shared``: one server per driver process over streamable HTTP on 127.0.0.1; it runs one headless Chromium and
+gives every MCP session (every env) its own isolated browser context. ``own``: a stdio server with its own
+Chromium per env. Either way the browser may only request the task site's origin (``--allowed-origins``),
+keeps its profile in memory (``--isolated``) and writes its output files to a private temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.mcp.shared import SharedServer
+
+PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
+VIEWPORT = "640x480"
+
+
+def chromium_path() -> str:
+    """The system Chromium (``$AWORLD_GYM_CHROMIUM`` wins); never a browser downloaded by Playwright."""
+    given = os.environ.get("AWORLD_GYM_CHROMIUM")
+    if given:
+        if not Path(given).is_file():
+            raise ConfigError(f"AWORLD_GYM_CHROMIUM={given!r} does not exist")
+        return given
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise ConfigError("no Chromium found: apt-get install chromium (or set AWORLD_GYM_CHROMIUM)")
+
+
+def playwright_mcp_cli() -> str:
+    """``cli.js`` of ``@playwright/mcp`` (``$AWORLD_GYM_PLAYWRIGHT_MCP``, else ``node_modules`` of the repo or cwd)."""
+    given = os.environ.get("AWORLD_GYM_PLAYWRIGHT_MCP")
+    candidates = [Path(given)] if given else []
+    rel = Path("node_modules/@playwright/mcp/cli.js")
+    candidates += [Path(__file__).resolve().parents[3] / rel, Path.cwd() / rel]
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise ConfigError(
+        f"@playwright/mcp is not installed: npm install @playwright/mcp@{PLAYWRIGHT_MCP_VERSION} "
+        "(make does it), or set AWORLD_GYM_PLAYWRIGHT_MCP to its cli.js"
+    )
+
+
+def node_path() -> str:
+    found = shutil.which("node")
+    if found is None:
+        raise ConfigError("Node.js is needed for the Playwright MCP server: apt-get install nodejs")
+    return found
+
+
+def server_args(origin: str, settle_ms: int, output_dir: str) -> list[str]:
+    """The Playwright MCP flags every mode uses."""
+    return [
+        playwright_mcp_cli(),
+        "--headless",
+        "--isolated",
+        "--no-sandbox",  # Chromium's own sandbox needs user namespaces that containers often lack
+        "--executable-path",
+        chromium_path(),
+        "--allowed-origins",
+        origin,
+        "--output-dir",
+        output_dir,
+        "--snapshot-mode",
+        "none",  # actions answer briefly; the env adds the task area's snapshot itself
+        "--codegen",
+        "none",
+        "--timeout-settle",
+        str(settle_ms),
+        "--viewport-size",
+        VIEWPORT,
+        "--no-webmcp",
+    ]
+
+
+class PlaywrightServer(SharedServer):
+    """One Playwright MCP server (and one Chromium) for every env of this process; a context per session."""
+
+    def __init__(self, origin: str, settle_ms: int) -> None:
+        self.origin = origin
+        self.settle_ms = settle_ms
+        self.output_dir: str | None = None
+        super().__init__("playwright-mcp", start_timeout=60.0)
+
+    def command(self, port: int) -> list[str]:
+        self.output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
+        args = server_args(self.origin, self.settle_ms, self.output_dir)
+        return [node_path(), *args, "--host", "127.0.0.1", "--port", str(port), "--allowed-hosts", f"127.0.0.1:{port}"]
+
+    def cwd(self) -> str | None:
+        return self.output_dir
+
+    def _stop(self) -> None:
+        super()._stop()
+        if self.output_dir:
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+            self.output_dir = None
+
+
+_browsers: dict[tuple[str, int], PlaywrightServer] = {}
+_lock = threading.Lock()
+
+
+def shared_browser(origin: str, settle_ms: int) -> PlaywrightServer:
+    """The process-wide Playwright server for this task origin."""
+    with _lock:
+        key = (origin, settle_ms)
+        if key not in _browsers:
+            _browsers[key] = PlaywrightServer(origin, settle_ms)
+        return _browsers[key]
+
+
+def own_browser_entry(origin: str, settle_ms: int) -> tuple[dict[str, Any], str]:
+    """A stdio ``mcpServers`` entry with a private Chromium, and its output folder (for the env to remove)."""
+    output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
+    return {"command": node_path(), "args": server_args(origin, settle_ms, output_dir), "cwd": output_dir}, output_dir

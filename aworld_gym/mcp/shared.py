@@ -1,0 +1,214 @@
+"""A local server process shared by every env of a driver process: refcounted, restarted on the same port.
+
+Used for our Python-execution MCP server, the Playwright MCP server (one browser for all envs, a private
+browser context per MCP session) and the MiniWoB++ page server. The process runs in its own process group;
+stopping it ends the whole group and every descendant (a browser launched by the server included).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from aworld_gym.core.errors import ServerError
+
+
+class SharedServer:
+    """A server process listening on 127.0.0.1, started on first :meth:`acquire`, stopped at the last release.
+
+    Subclasses say how to start it (:meth:`command`) and where it answers (:meth:`url_for`).
+
+    Args:
+        name: used in messages and the log file's name.
+        env: extra environment variables of the process.
+        start_timeout: seconds the process gets to open its port.
+    """
+
+    def __init__(self, name: str, env: Mapping[str, str] | None = None, start_timeout: float = 60.0) -> None:
+        self.name = name
+        self.extra_env = dict(env or {})
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+        self.port: int | None = None
+        self.refs = 0
+        self.starts = 0
+        self._lock = threading.Lock()
+        self._log = tempfile.NamedTemporaryFile(prefix=f"aworld-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        with _registry_lock:
+            _live.add(self)
+
+    # ----- what subclasses define -------------------------------------------------------------------------
+    def command(self, port: int) -> Sequence[str]:
+        raise NotImplementedError
+
+    def url_for(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}/mcp"
+
+    def cwd(self) -> str | None:
+        return None
+
+    # ----- refcounting ------------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def acquire(self) -> str:
+        """Take a reference; start (or restart) the server if needed; return its URL."""
+        with self._lock:
+            self.refs += 1
+            try:
+                return self._ensure()
+            except BaseException:
+                self.refs -= 1
+                raise
+
+    def ensure_alive(self) -> str:
+        """Restart the server if it died; return its URL."""
+        with self._lock:
+            return self._ensure()
+
+    def release(self) -> None:
+        with self._lock:
+            self.refs = max(0, self.refs - 1)
+            if self.refs == 0:
+                self._stop()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self.refs = 0
+            self._stop()
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
+        with _registry_lock:
+            _live.discard(self)
+
+    @property
+    def pids(self) -> list[int]:
+        """The server process and its descendants (e.g. the browser it launched)."""
+        return descendants(self.proc.pid) if self.alive and self.proc is not None else []
+
+    # ----- internals --------------------------------------------------------------------------------------
+    def _ensure(self) -> str:
+        if self.alive and self.url:
+            return self.url
+        self._stop()
+        last = ""
+        # A restart keeps the port: every env's session points at this URL.
+        ports = [self.port] * 5 if self.port else [free_port() for _ in range(3)]
+        for port in ports:
+            self.proc = subprocess.Popen(
+                list(self.command(port)),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                start_new_session=True,
+                cwd=self.cwd(),
+                env={**os.environ, **self.extra_env},
+            )
+            if wait_port(port, self.proc, self.start_timeout):
+                self.port = port
+                self.url = self.url_for(port)
+                self.starts += 1
+                return self.url
+            last = self._tail()
+            self._stop()
+            time.sleep(0.5)
+        raise ServerError(f"the {self.name} server did not start; its log:\n{last}")
+
+    def _tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return Path(self._log.name).read_text(errors="replace")[-2000:]
+        return ""
+
+    def _stop(self) -> None:
+        proc, self.proc, self.url = self.proc, None, None  # the port is kept for a restart
+        if proc is None:
+            return
+        family = descendants(proc.pid) if proc.poll() is None else []
+        stop_group(proc, family)
+
+
+def stop_group(proc: subprocess.Popen[bytes], family: Sequence[int] = (), grace: float = 10.0) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session``), then SIGKILL what is left,
+    including ``family`` members that left the group (a browser may start its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + grace
+    for pid in family:
+        while _exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if _exists(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack.extend(children.get(p, []))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+_live: set[SharedServer] = set()
+_registry_lock = threading.Lock()
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    with _registry_lock:
+        servers = list(_live)
+    for server in servers:
+        server.shutdown()
