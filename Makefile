@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf,train
+EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser
 
 .PHONY: run test setup system-deps node-deps lint bench clean
 
@@ -19,12 +19,15 @@ test: setup
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/system
 
-$(STAMPS)/python: pyproject.toml
+$(STAMPS)/python: pyproject.toml Makefile
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q -e ".[$(EXTRAS)]"
+	# MiniWoB++ task pages for AWorld/Browser-v0: only the package's HTML files are used, and its
+	# gymnasium>=1.2.3 pin clashes with ray[rllib]'s gymnasium==1.2.2, hence --no-deps.
+	$(PIP) install -q --no-deps "miniwob==1.1.0"
 	@touch $@
 
 # Pinned third-party MCP servers (package.json); only the registry is reached.
@@ -34,17 +37,18 @@ $(STAMPS)/node: package.json
 	  else echo "WARNING: npm not found: tests that need Node MCP servers will be skipped" >&2; fi
 	@touch $@
 
-# Debian packages: bubblewrap (the code sandbox: network, PID and mount namespaces) and tesseract-ocr
-# (offline OCR for GAIA image attachments).
+# Debian packages: bubblewrap (the code sandbox: network, PID and mount namespaces), tesseract-ocr
+# (offline OCR for GAIA image attachments) and chromium (AWorld/Browser-v0; Playwright never downloads one).
 $(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  command -v tesseract >/dev/null || missing="$$missing tesseract-ocr tesseract-ocr-eng"; \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing Debian packages:$$missing"; \
 	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
-	    else echo "WARNING: missing$$missing and cannot install as non-root: the code sandbox falls back to rlimits only / OCR is unavailable" >&2; fi; \
+	    else echo "WARNING: missing$$missing and cannot install as non-root: the code sandbox falls back to rlimits only / OCR / the browser env are unavailable" >&2; fi; \
 	  fi
 	@touch $@
 
