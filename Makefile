@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
+# verl 0.9.1 pins transformers<5.11 (TRL wants the newest): its adapter is tested in a venv of its own.
+VERL_VENV := .venv-verl
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
@@ -12,10 +14,11 @@ EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser
 run: setup
 	$(VENV)/bin/aworld-gym rollout --env AWorld/Code-v0 --policy reference --episodes 32
 
-test: setup
+test: setup $(STAMPS)/verl
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_verl.py
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/system
 
@@ -28,6 +31,15 @@ $(STAMPS)/python: pyproject.toml Makefile
 	# MiniWoB++ task pages for AWorld/Browser-v0: only the package's HTML files are used, and its
 	# gymnasium>=1.2.3 pin clashes with ray[rllib]'s gymnasium==1.2.2, hence --no-deps.
 	$(PIP) install -q --no-deps "miniwob==1.1.0"
+	@touch $@
+
+$(STAMPS)/verl: pyproject.toml Makefile
+	@mkdir -p $(STAMPS)
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q "torch==2.13.0"
+	$(VERL_VENV)/bin/python -m pip install -q "verl[verl-core]==0.9.1" "transformers<5.11"
+	$(VERL_VENV)/bin/python -m pip install -q -e ".[dev]"
 	@touch $@
 
 # Pinned third-party MCP servers (package.json); only the registry is reached.
@@ -59,4 +71,4 @@ bench: setup
 	$(PY) benchmarks/step_overhead.py
 
 clean:
-	rm -rf $(VENV) $(STAMPS) node_modules
+	rm -rf $(VENV) $(VERL_VENV) $(STAMPS) node_modules

@@ -12,6 +12,8 @@ token bookkeeping (budget, masks, logprobs, rewards) and is shared by the sync (
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -104,6 +106,7 @@ class TokenEpisode:
     components: dict[str, float] = field(default_factory=dict)
     score: float | None = None
     num_turns: int = 0
+    env_turns: int = 0
     done: bool = False
     truncation_reason: str | None = None
     terminated: bool = False
@@ -165,6 +168,7 @@ class TokenEpisode:
             self.truncation_reason = info.get("truncation_reason") if truncated else None
             return
         self._append_env(self.chat.env_turn_ids(messages))
+        self.env_turns += 1
         if self.remaining <= 0:
             self.done, self.truncation_reason = True, "token_budget"
 
@@ -173,11 +177,26 @@ class TokenEpisode:
         with ``env_crash`` (the batch goes on)."""
         before = len(env.unwrapped.messages)
         try:
-            _, reward, term, trunc, info = env.step(text)
+            out = env.step(text)
         except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
-            logger.warning("env step failed: %r", exc)
+            out = exc
+        self._stepped(env, before, out)
+
+    async def astep(self, env: Any, text: str) -> None:
+        """Async :meth:`step` through ``env.unwrapped.astep`` (many episodes on one event loop)."""
+        before = len(env.unwrapped.messages)
+        try:
+            out = await env.unwrapped.astep(text)
+        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
+            out = exc
+        self._stepped(env, before, out)
+
+    def _stepped(self, env: Any, before: int, out: Any) -> None:
+        if isinstance(out, BaseException):
+            logger.warning("env step failed: %r", out)
             self.fail("env_crash")
             return
+        _, reward, term, trunc, info = out
         self.add_env_turn(new_env_messages(env, before + 1), float(reward), term, trunc, info)
 
     def fail(self, reason: str) -> None:
@@ -200,6 +219,20 @@ class TokenEpisode:
             "truncation_reason": self.truncation_reason or "",
             "terminated": self.terminated,
         }
+
+
+def prompt_text(prompt: Any) -> str:
+    """The text of a dataset prompt: the last user message of a conversation, or the string itself."""
+    if isinstance(prompt, list):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        text = users[-1]["content"] if users else ""
+        return text if isinstance(text, str) else json.dumps(text)
+    return "" if prompt is None else str(prompt)
+
+
+def adhoc_task(text: str) -> dict[str, Any]:
+    """A task without a reference answer for a prompt that is not one of the env's tasks (stable id)."""
+    return {"id": "adhoc-" + hashlib.sha1(text.encode()).hexdigest()[:12], "prompt": text}
 
 
 def new_env_messages(env: Any, before: int) -> list[dict[str, Any]]:

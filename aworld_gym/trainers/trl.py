@@ -17,7 +17,6 @@ Two ways in, both for ``trl>=1.16``:
 from __future__ import annotations
 
 import atexit
-import hashlib
 import inspect
 import json
 import logging
@@ -29,25 +28,18 @@ from typing import Any, Literal
 import gymnasium as gym
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.trainers.token_rollout import ChatTokens, Generate, TokenEpisode, run_token_episodes
+from aworld_gym.trainers.token_rollout import (
+    ChatTokens,
+    Generate,
+    TokenEpisode,
+    adhoc_task,
+    prompt_text,
+    run_token_episodes,
+)
 
 logger = logging.getLogger(__name__)
 
 EXTRA_FIELDS = ("env_reward", "task_score", "reward_components", "num_turns", "truncation_reason", "task_id")
-
-
-def prompt_text(prompt: Any) -> str:
-    """The text of a dataset prompt: the last user message of a conversation, or the string itself."""
-    if isinstance(prompt, list):
-        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        text = users[-1]["content"] if users else ""
-        return text if isinstance(text, str) else json.dumps(text)
-    return "" if prompt is None else str(prompt)
-
-
-def adhoc_task(text: str) -> dict[str, Any]:
-    """A task without a reference answer for a prompt that is not one of the env's tasks (stable id)."""
-    return {"id": "adhoc-" + hashlib.sha1(text.encode()).hexdigest()[:12], "prompt": text}
 
 
 # ----- datasets ------------------------------------------------------------------------------------------

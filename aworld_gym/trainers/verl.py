@@ -1,0 +1,195 @@
+"""verl (>= 0.9) agent loop: AWorld environments, multi-turn, token-in/token-out, registered as ``aworld_agent``.
+
+verl runs ``AgentLoopBase.run`` once per sample inside its agent-loop workers, with ``server_manager.generate``
+(token ids in, token ids and logprobs out) on its vLLM/SGLang servers. This loop resets an AWorld env, renders its
+system prompt and first observation with the tokenizer's chat template, and then alternates: generate (the
+model's ids kept exactly as sampled, mask 1) and ``await env.astep`` (the env's answer rendered by the chat
+template and appended as ids, mask 0), until the env ends the episode or ``rollout.response_length`` tokens are
+spent. The env's summed reward is the trajectory's ``reward_score`` (verl puts it on the last token). The token
+bookkeeping is :class:`~aworld_gym.trainers.token_rollout.TokenEpisode`, the same as the TRL adapter's.
+
+Select it per row (``agent_name: aworld_agent`` in the dataset) or as the default
+(``actor_rollout_ref.rollout.agent.default_agent_loop=aworld_agent``), and give the env through the agent-loop
+YAML (``actor_rollout_ref.rollout.agent.agent_loop_config_path``, see ``recipes/aworld_agent_loop.yaml``) or
+per row in ``extra_info``: ``env_id``, ``env_kwargs``, ``task_id`` / ``task_index`` / ``task``, ``seed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.trainers.token_rollout import ChatTokens, TokenEpisode, adhoc_task, prompt_text
+
+logger = logging.getLogger(__name__)
+AGENT_NAME = "aworld_agent"
+
+
+class EnvPool:
+    """Envs of one worker process, reused across samples (MCP servers and browsers are not restarted per sample).
+
+    Keyed by event loop (an env's MCP sessions live on the loop that first used it; verl's worker keeps one),
+    env id and kwargs; an env whose episode crashed is closed rather than reused.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[Any]] = {}
+        self.created = 0
+
+    @staticmethod
+    def key(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+        loop = id(asyncio.get_running_loop())
+        return json.dumps([loop, env_id, env_kwargs], sort_keys=True, default=str)
+
+    async def acquire(self, env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+        key = self.key(env_id, env_kwargs)
+        free = self._free.get(key)
+        if free:
+            return key, free.pop()
+        env = await asyncio.to_thread(gym.make, env_id, **dict(env_kwargs))
+        self.created += 1
+        return key, env
+
+    async def release(self, key: str, env: Any, broken: bool = False) -> None:
+        if broken:
+            try:
+                await env.unwrapped.aclose()
+            except Exception:  # a broken env is dropped either way
+                logger.warning("closing a broken env failed", exc_info=True)
+            return
+        self._free.setdefault(key, []).append(env)
+
+    async def aclose(self) -> None:
+        envs = [e for free in self._free.values() for e in free]
+        self._free.clear()
+        for env in envs:
+            await env.unwrapped.aclose()
+
+
+POOL = EnvPool()
+_CHATS: dict[int, ChatTokens] = {}
+
+
+def _chat(tokenizer: Any, kwargs: Mapping[str, Any]) -> ChatTokens:
+    key = id(tokenizer)
+    if key not in _CHATS:
+        _CHATS[key] = ChatTokens(tokenizer, dict(kwargs))
+    return _CHATS[key]
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    """A plain dict from a dict or an OmegaConf DictConfig (what hydra hands the YAML's values over as)."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(obj, DictConfig):
+            return dict(OmegaConf.to_container(obj, resolve=True))  # type: ignore[arg-type]
+    except ImportError:  # pragma: no cover - verl always brings omegaconf
+        pass
+    return dict(obj)
+
+
+def episode_options(extra_info: Mapping[str, Any], raw_prompt: Any) -> dict[str, Any]:
+    """``env.reset`` options for a dataset row: its task (by id, index or whole), else an ad-hoc task made from
+    the row's prompt; ``{}`` (a task drawn by the env) when the row names none and has no prompt."""
+    if "task" in extra_info:
+        return {"task": dict(extra_info["task"])}
+    if "task_id" in extra_info:
+        return {"task_id": str(extra_info["task_id"])}
+    if "task_index" in extra_info:
+        return {"task_index": int(extra_info["task_index"])}
+    text = prompt_text(raw_prompt)
+    return {"task": adhoc_task(text)} if text else {}
+
+
+@register(AGENT_NAME)
+class AWorldAgentLoop(AgentLoopBase):
+    """Runs one AWorld episode per sample through verl's ``server_manager.generate``.
+
+    Args (from the agent-loop YAML entry, besides verl's own):
+        env_id: the default environment (a row's ``extra_info.env_id`` wins).
+        env_kwargs: ``gym.make`` kwargs (merged under a row's ``extra_info.env_kwargs``).
+    """
+
+    def __init__(
+        self, *args: Any, env_id: str | None = None, env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.pop("tools", None)  # verl's own tool list: our tools are the env's MCP servers
+        super().__init__(*args, **kwargs)
+        self.env_id = env_id
+        self.env_kwargs = _plain(env_kwargs or {})
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra = dict(kwargs.get("extra_info") or {})
+        env_id = extra.get("env_id") or self.env_id
+        if not env_id:
+            raise ConfigError("aworld_agent needs an env id: extra_info.env_id in the data or env_id in its YAML")
+        env_kwargs = {**self.env_kwargs, **_plain(extra.get("env_kwargs") or {})}
+        options = episode_options(extra, kwargs.get("raw_prompt"))
+        chat = _chat(self.tokenizer, self.apply_chat_template_kwargs)
+        request_id = uuid.uuid4().hex
+        timing = {"generate": 0.0, "env": 0.0}
+        key, env = await POOL.acquire(env_id, env_kwargs)
+        episode = TokenEpisode(chat, self.response_length)
+        broken = False
+        try:
+            t = time.perf_counter()
+            _, info = await env.unwrapped.areset(seed=extra.get("seed"), options=options)
+            episode.start(env.unwrapped.messages, info.get("task_id"))
+            episode.prompt_ids = self._cap_text_prompt_length(episode.prompt_ids)
+            timing["env"] += time.perf_counter() - t
+            while not episode.done:
+                cap = int(sampling_params.get("max_tokens") or episode.remaining)
+                params = {**sampling_params, "max_tokens": min(cap, episode.remaining)}
+                t = time.perf_counter()
+                out = await self.server_manager.generate(
+                    request_id=request_id, prompt_ids=episode.generation_input(), sampling_params=params
+                )
+                timing["generate"] += time.perf_counter() - t
+                text = episode.add_model_turn(list(out.token_ids), out.log_probs)
+                if text is None:
+                    break
+                t = time.perf_counter()
+                await episode.astep(env, text)
+                timing["env"] += time.perf_counter() - t
+            broken = episode.truncation_reason == "env_crash"
+        except BaseException:
+            broken = True
+            raise
+        finally:
+            await POOL.release(key, env, broken)
+        return self._output(episode, timing, env_id)
+
+    def _output(self, ep: TokenEpisode, timing: dict[str, float], env_id: str) -> AgentLoopOutput:
+        n = self.response_length
+        sampled = any(ep.mask) and any(lp != 0.0 for lp, m in zip(ep.logprobs, ep.mask, strict=True) if m)
+        return AgentLoopOutput(
+            prompt_ids=ep.prompt_ids,
+            response_ids=ep.completion_ids[:n],
+            response_mask=ep.mask[:n],
+            response_logprobs=ep.logprobs[:n] if sampled else None,
+            reward_score=ep.reward,
+            # the prompt, every model turn and every env answer that went into the token sequence
+            num_turns=1 + ep.num_turns + ep.env_turns,
+            metrics=AgentLoopMetrics(generate_sequences=timing["generate"], tool_calls=timing["env"]),
+            extra_fields={
+                "env_id": env_id,
+                "task_id": ep.task_id,
+                "task_score": ep.score,
+                "env_reward": ep.reward,
+                "truncation_reason": ep.truncation_reason or "",
+                "terminated": ep.terminated,
+                "reward_components": dict(ep.components),
+            },
+        )

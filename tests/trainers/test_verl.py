@@ -1,0 +1,169 @@
+"""verl's agent loop on CPU: the real verl 0.9 classes (AgentLoopBase, registry, hydra instantiation, AgentLoopOutput)
+with a stand-in for the LLM server manager that returns known token ids. Runs in `.venv-verl` (`make test`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+verl = pytest.importorskip("verl")
+
+import hydra  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
+    AgentLoopOutput,
+    DictConfigWrap,
+    ToolListWrap,
+    _agent_loop_registry,
+)
+from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+
+from aworld_gym.core.errors import ConfigError  # noqa: E402
+from aworld_gym.trainers import recipes_dir  # noqa: E402
+from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
+from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402
+from aworld_gym.trainers.toy import tool_choice_env_kwargs  # noqa: E402
+from aworld_gym.trainers.verl import POOL, AWorldAgentLoop  # noqa: E402
+
+CALL = '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
+ANSWER = "<answer>12</answer>"
+LOGPROB = -0.25
+
+
+class StandInServer:
+    """verl's ``server_manager.generate`` contract: token ids in, ``TokenOutput`` out; scripted replies."""
+
+    def __init__(self, replies: list[list[int]]) -> None:
+        self.replies = list(replies)
+        self.calls: list[dict] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)})
+        ids = self.replies.pop(0)[: sampling_params["max_tokens"]]
+        return TokenOutput(token_ids=ids, log_probs=[LOGPROB] * len(ids), stop_reason="completed")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return AutoTokenizer.from_pretrained(build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3"))
+
+
+def config(response_length: int = 512):
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 2048, "response_length": response_length}},
+            "data": {"apply_chat_template_kwargs": {}},
+        }
+    )
+
+
+def make_loop(tokenizer, server, response_length=512, entry=None) -> AWorldAgentLoop:
+    """The loop as verl's AgentLoopWorker builds it: hydra-instantiated from the registry entry."""
+    cfg = config(response_length)
+    return hydra.utils.instantiate(
+        config=entry if entry is not None else _agent_loop_registry["aworld_agent"],
+        trainer_config=DictConfigWrap(config=cfg),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type="qwen3",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        tools=ToolListWrap([]),
+    )
+
+
+def ids(tokenizer, text: str) -> list[int]:
+    return [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+
+
+def row(**extra) -> dict:
+    return {"raw_prompt": [{"role": "user", "content": "unused"}], "extra_info": {"env_id": "AWorld/MCP-v0",
+            "env_kwargs": tool_choice_env_kwargs(), "task_index": 0, **extra}}  # fmt: skip
+
+
+def run(loop, **kwargs) -> AgentLoopOutput:
+    return asyncio.run(loop.run({"temperature": 1.0}, **kwargs))
+
+
+def test_registered_under_its_name():
+    assert _agent_loop_registry["aworld_agent"]["_target_"] == "aworld_gym.trainers.verl.AWorldAgentLoop"
+
+
+def test_two_turn_episode_masks_logprobs_reward_and_turns(tokenizer):
+    call, answer = ids(tokenizer, CALL), ids(tokenizer, ANSWER)
+    server = StandInServer([call, answer])
+    out = run(make_loop(tokenizer, server), **row())
+    assert isinstance(out, AgentLoopOutput)
+    n_env = len(out.response_ids) - len(call) - len(answer)
+    assert n_env > 0
+    assert out.response_ids[: len(call)] == call and out.response_ids[-len(answer) :] == answer
+    assert out.response_mask == [1] * len(call) + [0] * n_env + [1] * len(answer)
+    env_text = tokenizer.decode(out.response_ids[len(call) : len(call) + n_env])
+    assert "<tool_response>" in env_text and "12" in env_text
+    assert out.response_logprobs == [LOGPROB] * len(call) + [0.0] * n_env + [LOGPROB] * len(answer)
+    assert out.reward_score == pytest.approx(1.0) and out.extra_fields["task_score"] == 1.0
+    assert out.num_turns == 4 and out.extra_fields["terminated"] is True
+    # token-exact: the second generate call continues from exactly the first one's ids plus the env's
+    first, second = server.calls
+    assert second["prompt_ids"] == first["prompt_ids"] + out.response_ids[: len(call) + n_env]
+    assert first["prompt_ids"] == out.prompt_ids
+    assert ChatTokens(tokenizer).decode(out.prompt_ids).count("multiply") >= 1  # the env's tools are in the prompt
+    # verl's own conversion: the reward sits on the last response token
+    d = out.as_dict()
+    assert d["rm_scores"][-1].item() == pytest.approx(1.0) and d["rm_scores"][:-1].abs().sum().item() == 0
+    assert d["rollout_log_probs"].shape == d["responses"].shape == d["response_mask"].shape
+
+
+def test_truncation_at_response_length(tokenizer):
+    long_turn = ids(tokenizer, "thinking " * 200)
+    server = StandInServer([long_turn, long_turn])
+    out = run(make_loop(tokenizer, server, response_length=40), **row())
+    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) == 40
+    assert out.response_mask == [1] * 40 and out.extra_fields["truncation_reason"] == "token_budget"
+    assert server.calls[0]["params"]["max_tokens"] == 40 and len(server.calls) == 1
+    assert out.reward_score == 0.0
+
+
+def test_wrong_answer_and_malformed_output_get_the_envs_rewards(tokenizer):
+    server = StandInServer([ids(tokenizer, "<tool_call>not json</tool_call>"), ids(tokenizer, "<answer>13</answer>")])
+    out = run(make_loop(tokenizer, server), **row())
+    assert out.extra_fields["task_score"] == 0.0
+    assert out.reward_score == pytest.approx(out.extra_fields["env_reward"]) and out.reward_score < 0  # format penalty
+    assert out.num_turns == 4 and out.response_mask.count(0) > 0
+
+
+def test_env_from_the_agent_loop_yaml(tokenizer, tmp_path):
+    """The shipped YAML loads as verl loads it; a custom entry's env_id/env_kwargs reach the loop."""
+    shipped = OmegaConf.load(Path(recipes_dir()) / "aworld_agent_loop.yaml")
+    assert shipped[0].name == "aworld_agent" and shipped[0].env_id == "AWorld/GAIA-v0"
+    (tmp_path / "loops.yaml").write_text(
+        "- name: aworld_agent\n  _target_: aworld_gym.trainers.verl.AWorldAgentLoop\n"
+        "  env_id: AWorld/MCP-v0\n  env_kwargs:\n    max_turns: 1\n"
+    )
+    entry = OmegaConf.load(tmp_path / "loops.yaml")[0]
+    loop = make_loop(tokenizer, StandInServer([ids(tokenizer, CALL)]), entry=entry)
+    assert loop.env_id == "AWorld/MCP-v0" and loop.env_kwargs == {"max_turns": 1}
+    extra = {"env_kwargs": {k: v for k, v in tool_choice_env_kwargs().items() if k != "max_turns"}, "task_index": 0}
+    out = run(loop, raw_prompt=[], extra_info=extra)
+    assert out.extra_fields["env_id"] == "AWorld/MCP-v0"
+    assert out.extra_fields["truncation_reason"] == "turn_limit" and out.num_turns == 2
+
+
+def test_envs_are_reused_between_samples(tokenizer):
+    async def three() -> list[AgentLoopOutput]:
+        loops = [make_loop(tokenizer, StandInServer([ids(tokenizer, CALL), ids(tokenizer, ANSWER)])) for _ in range(3)]
+        return [await loop.run({}, **row()) for loop in loops]
+
+    created = POOL.created
+    assert [o.reward_score for o in asyncio.run(three())] == pytest.approx([1.0] * 3)
+    assert POOL.created - created == 1
+
+
+def test_a_row_without_an_env_is_a_clear_error(tokenizer):
+    with pytest.raises(ConfigError, match="needs an env id"):
+        run(make_loop(tokenizer, StandInServer([])), raw_prompt=[], extra_info={})
