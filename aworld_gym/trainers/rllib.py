@@ -1,0 +1,100 @@
+"""RLlib: every AWorld id registered with ``ray.tune.registry``, and a numeric view of text environments.
+
+RLlib's default models need numeric spaces. :class:`MenuActions` turns an env whose useful actions can be listed
+(a fixed menu of tool calls and answers) into ``Discrete(len(menu))`` actions with a fixed-length vector of token
+ids as the observation::
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from aworld_gym.trainers.rllib import register_all
+
+    register_all()
+    config = PPOConfig().environment("AWorld/MCP-v0", env_config={**env_kwargs, "menu": [call_a, call_b, answer]})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import aworld_gym
+from aworld_gym.core.errors import ConfigError
+
+MENU_KEY = "menu"
+OBS_TOKENS_KEY = "obs_tokens"
+
+
+def byte_tokens(text: str) -> list[int]:
+    """The default tokenizer: UTF-8 bytes shifted by one (0 is padding); vocabulary 257, nothing to download."""
+    return [b + 1 for b in text.encode("utf-8")]
+
+
+class MenuActions(gym.Wrapper):
+    """Discrete actions from a menu of action texts; observations as the last ``obs_tokens`` token ids.
+
+    Args:
+        env: a text-action AWorld env.
+        menu: the action texts (e.g. ``<tool_call>...</tool_call>`` calls and ``<answer>...</answer>`` answers);
+            action ``i`` sends ``menu[i]``.
+        obs_tokens: observation length; the conversation's latest tokens are kept, left-padded with 0.
+        tokenize: ``text -> ids`` (default: bytes + 1); ``vocab_size`` bounds the ids.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[str, str],
+        menu: Sequence[str],
+        obs_tokens: int = 256,
+        tokenize: Callable[[str], list[int]] = byte_tokens,
+        vocab_size: int = 257,
+    ) -> None:
+        super().__init__(env)
+        if not menu:
+            raise ConfigError("menu must list at least one action text")
+        self.menu = list(menu)
+        self.obs_tokens = obs_tokens
+        self.tokenize = tokenize
+        self.action_space = gym.spaces.Discrete(len(self.menu))
+        self.observation_space = gym.spaces.Box(0.0, float(vocab_size - 1), shape=(obs_tokens,), dtype=np.float32)
+        self._history: list[int] = []
+
+    def _obs(self, text: str) -> np.ndarray:
+        self._history = (self._history + self.tokenize(text))[-self.obs_tokens :]
+        out = np.zeros(self.obs_tokens, dtype=np.float32)
+        if self._history:
+            out[-len(self._history) :] = self._history
+        return out
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._history = []
+        return self._obs(obs), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        text = self.menu[int(action)]
+        obs, reward, terminated, truncated, info = self.env.step(text)
+        self._history += self.tokenize(text)
+        return self._obs(obs), float(reward), terminated, truncated, info
+
+
+def make_env(env_id: str, env_config: Mapping[str, Any] | None = None) -> gym.Env[Any, Any]:
+    """``gym.make(env_id, **env_config)``; with ``menu`` in the config, wrapped in :class:`MenuActions`."""
+    config = dict(env_config or {})  # RLlib's EnvContext is a dict with extra attributes
+    menu = config.pop(MENU_KEY, None)
+    obs_tokens = int(config.pop(OBS_TOKENS_KEY, 256))
+    env = gym.make(env_id, **config)
+    return MenuActions(env, menu, obs_tokens=obs_tokens) if menu is not None else env
+
+
+def register_all() -> list[str]:
+    """Register every AWorld id with ``ray.tune.registry.register_env``; returns the ids."""
+    import functools
+
+    from ray.tune.registry import register_env
+
+    ids = aworld_gym.register_envs()
+    for env_id in ids:
+        register_env(env_id, functools.partial(make_env, env_id))
+    return ids
