@@ -83,6 +83,9 @@ class HubLoop:
             self._bind_sync()
         loop = self.loop
         assert loop is not None
+        if loop.is_closed():
+            coro.close()
+            raise RuntimeError("the event loop this env was bound to is closed; create a new env")
         if self._background is None and not loop.is_running():
             # This thread drives the loop: every call inside is bounded by its own timeout.
             with self._lock:

@@ -30,9 +30,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.trainers.token_rollout import ChatTokens, TokenEpisode, adhoc_task, prompt_text
+from aworld_gym.trainers.verl_data import AGENT_NAME
 
 logger = logging.getLogger(__name__)
-AGENT_NAME = "aworld_agent"
 
 
 class EnvPool:

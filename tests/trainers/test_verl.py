@@ -167,3 +167,36 @@ def test_envs_are_reused_between_samples(tokenizer):
 def test_a_row_without_an_env_is_a_clear_error(tokenizer):
     with pytest.raises(ConfigError, match="needs an env id"):
         run(make_loop(tokenizer, StandInServer([])), raw_prompt=[], extra_info={})
+
+
+def test_dataset_rows_load_in_verls_rlhf_dataset_and_drive_the_loop(tokenizer, tmp_path):
+    from aworld_gym.trainers.verl_data import write_verl_dataset
+
+    kwargs = tool_choice_env_kwargs()
+    path = write_verl_dataset("AWorld/MCP-v0", tmp_path / "train.parquet", **kwargs)
+    data_cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 1024, "return_raw_chat": True,
+                                 "filter_overlong_prompts": False, "truncation": "error"})  # fmt: skip
+    dataset = RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=data_cfg)
+    item = dataset[0]
+    assert item["agent_name"] == "aworld_agent" and item["extra_info"]["env_id"] == "AWorld/MCP-v0"
+    assert "product of 3 and 4" in item["raw_prompt"][-1]["content"]
+    loop = make_loop(tokenizer, StandInServer([ids(tokenizer, CALL), ids(tokenizer, ANSWER)]))
+    loop.env_kwargs = kwargs  # the in-process server factory cannot travel through YAML
+    out = run(loop, **item)
+    assert out.extra_fields["task_id"] == item["extra_info"]["task_id"] and out.reward_score == pytest.approx(1.0)
+
+
+def test_the_qwen3_32b_recipe_composes_against_verls_config(monkeypatch):
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    recipes = str(recipes_dir())
+    monkeypatch.setenv("AWORLD_GYM_RECIPES", recipes)
+    with initialize_config_dir(config_dir=recipes, version_base=None):
+        cfg = compose(config_name="qwen3_32b_grpo_verl")
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.trainer.n_gpus_per_node == 8
+    rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    assert rollout.agent.default_agent_loop == "aworld_agent" and rollout.n == 8
+    assert rollout.response_length == cfg.data.max_response_length == 16384
+    loops = OmegaConf.load(rollout.agent.agent_loop_config_path)
+    assert loops[0].name == "aworld_agent" and loops[0]._target_ == "aworld_gym.trainers.verl.AWorldAgentLoop"
