@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import aworld_gym  # noqa: F401 - registers the ids
+import aworld_gym
 from aworld_gym.core.rewards import CallCost
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.wrappers import RewardShaping
@@ -293,3 +293,55 @@ def test_sync_calls_inside_a_running_loop_use_the_background_thread():
         return obs
 
     assert asyncio.run(notebook_cell()) == "<tool_response>\n5.0\n</tool_response>"
+
+
+class _SelfEndingEnv(aworld_gym.MCPEnv):
+    """A task that ends by itself: after any tool call, the env's own (hidden) counter decides."""
+
+    outcome = "done"
+
+    async def abegin_task(self, task):
+        self.begun = (await self.hub.acall_internal("counter")).content[0].text
+
+    async def acheck_task(self, task, results):
+        from aworld_gym.core.env import TaskState
+
+        if self.outcome == "crash":
+            return TaskState(crash="the page was lost")
+        if self.outcome == "note":
+            return TaskState(note="PAGE NOW: fine", info={"k": 1})
+        return TaskState(done=True, score=0.5, info={"k": 2})
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_task_state_hooks_end_crash_or_annotate_the_episode(face):
+    import asyncio
+
+    def episode(outcome):
+        env = _SelfEndingEnv({"mcpServers": {"demo": build_server}}, tasks=TASKS, deny_tools=["counter"])
+        env.outcome = outcome
+        if face == "sync":
+            try:
+                env.reset(options={"task_id": "add"})
+                return env, env.step(tc("add", a=2, b=3))
+            finally:
+                env.close()
+
+        async def run():
+            try:
+                await env.areset(options={"task_id": "add"})
+                return await env.astep(tc("add", a=2, b=3))
+            finally:
+                await env.aclose()
+
+        return env, asyncio.run(run())
+
+    env, (obs, reward, term, trunc, info) = episode("done")
+    assert env.begun == "1" and "counter" not in [t["function"]["name"] for t in env.tools]
+    assert term and not trunc and reward == 0.5 and info["score"] == 0.5 and info["task_state"] == {"k": 2}
+    assert "The task is over." in obs
+    env, (obs, reward, term, trunc, info) = episode("crash")
+    assert trunc and info["truncation_reason"] == "env_crash" and "the page was lost" in obs
+    env, (obs, reward, term, trunc, info) = episode("note")
+    assert not (term or trunc) and "5.0\nPAGE NOW: fine" in obs and info["task_state"] == {"k": 1}
+    assert env.messages[-1]["role"] == "tool" and env.messages[-1]["content"].endswith("PAGE NOW: fine")

@@ -217,3 +217,36 @@ def test_shared_session_survives_one_failed_call(http_url):
     assert good.text == "3.0" and still.text == "ok"
     assert gen_before == gen_after == 1  # never restarted
     assert alive is False  # closed by the last hub
+
+
+def test_guard_hidden_arguments_and_internal_calls():
+    """The env-side controls the browser env relies on, on the demo server: a guard that refuses calls, arguments
+    removed from the agent's schema, and internal calls to a tool the agent cannot see."""
+    import asyncio
+
+    def guard(name, args):
+        return "numbers over 100 are refused" if name == "add" and args.get("a", 0) > 100 else None
+
+    h = ToolHub(servers={"d": build_server()}, deny=["pid"], guard=guard, hidden_arguments={"echo": ["text"]})
+    with h:
+        refused, ok = h.call([ToolCall("add", {"a": 101, "b": 1}), ToolCall("add", {"a": 1, "b": 1})])
+        assert (refused.error, refused.text) == ("refused", "Error: numbers over 100 are refused")
+        assert ok.error is None and ok.text == "2.0"
+        echo = next(s for s in h.tool_schemas() if s["function"]["name"] == "echo")
+        assert "text" not in echo["function"]["parameters"]["properties"]
+        assert h.call([ToolCall("echo", {"text": "x"})])[0].error == "bad_arguments"
+        assert "pid" not in h.tool_names and h.call([ToolCall("pid", {})])[0].error == "unknown_tool"
+        raw = h.run_sync(h.acall_internal("pid"))  # hidden from the agent, callable by the env
+        assert not raw.is_error and int(raw.content[0].text) > 0
+        assert h.run_sync(h.acall_internal("echo", {"text": "y"})).content[0].text == "y"  # no guard/hiding inside
+        with pytest.raises(ServerError, match="no server has a tool"):
+            h.run_sync(h.acall_internal("nope"))
+
+    async def internal():
+        a = ToolHub(servers={"d": build_server()}, deny=["pid"])
+        try:
+            return await a.acall_internal("pid")
+        finally:
+            await a.aclose()
+
+    assert int(asyncio.run(internal()).content[0].text) > 0
