@@ -144,6 +144,7 @@ class ToolHub:
         self.max_output_chars = max_output_chars
         self.restart = restart
         self.guard = guard
+        self.sequential = False  # run a turn's calls one after another (a single stateful page)
         self.hidden_arguments = {k: frozenset(v) for k, v in (hidden_arguments or {}).items()}
         self.session_id = uuid.uuid4().hex
         self.episode = 0
@@ -182,6 +183,12 @@ class ToolHub:
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run an env's own coroutine (that awaits :meth:`acall_internal`) on the hub's loop, from sync code."""
         return self._loop.run(coro, timeout=self._guard_timeout())
+
+    def reconnect(self, server: str) -> None:
+        """Drop the session with ``server`` (e.g. it was restarted and forgot it): the next call opens a new one."""
+        for conn in self._conns:
+            if conn.spec.name == server and not conn.shared:
+                conn.mark_dead(conn.generation)
 
     def begin_episode(self, files: Sequence[str] = ()) -> None:
         """Start a new episode: restart dead servers, new episode key for per-session state, reset tools."""
@@ -346,8 +353,8 @@ class ToolHub:
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
             await self._astart()
-        if len(calls) == 1:
-            return [await self._call_one(calls[0])]  # no extra task for the common case
+        if len(calls) == 1 or self.sequential:
+            return [await self._call_one(c) for c in calls]  # no extra task for the common case
         return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
 
     def _timeout(self, conn: Connection) -> float:
@@ -401,7 +408,7 @@ class ToolHub:
                 return self._timeout_result(call, tool, timeout, start)
             if exc.code == REQUEST_TIMEOUT:
                 return self._timeout_result(call, tool, timeout, start)
-            if exc.code == CONNECTION_CLOSED:
+            if exc.code == CONNECTION_CLOSED or _session_gone(exc):
                 conn.mark_dead(generation)
                 text = f"Error: tool server {conn.spec.name!r} died during the call ({exc.message})."
                 return self._result(call, tool, text, SERVER_DIED, start)
@@ -448,7 +455,7 @@ class ToolHub:
         except TimeoutError:
             raise ServerError(f"{name!r} did not answer within {timeout:g} s") from None
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            if exc.code == CONNECTION_CLOSED or _session_gone(exc):
                 conn.mark_dead(generation)
             raise ServerError(f"{name!r} failed: {exc.message}") from None
         except Exception as exc:  # noqa: BLE001 - reported to the env as a ServerError
@@ -507,6 +514,11 @@ class ToolHub:
             *((POOL.release(c) if c.shared else c.stop()) for c in self._conns), return_exceptions=True
         )
         self._started = False
+
+
+def _session_gone(exc: MCPError) -> bool:
+    """An HTTP server that restarted answers an old session id with 404, which the client reports like this."""
+    return "session terminated" in str(exc.message).lower()
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:

@@ -82,6 +82,7 @@ class SharedServer:
             self.refs = max(0, self.refs - 1)
             if self.refs == 0:
                 self._stop()
+                self.port = None  # nobody holds the URL: the next start may take any free port
 
     def shutdown(self) -> None:
         with self._lock:
@@ -115,7 +116,7 @@ class SharedServer:
                 cwd=self.cwd(),
                 env={**os.environ, **self.extra_env},
             )
-            if wait_port(port, self.proc, self.start_timeout):
+            if wait_port(port, self.proc, self.start_timeout) and _still_running(self.proc):
                 self.port = port
                 self.url = self.url_for(port)
                 self.starts += 1
@@ -156,6 +157,13 @@ def stop_group(proc: subprocess.Popen[bytes], family: Sequence[int] = (), grace:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if _exists(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _still_running(proc: subprocess.Popen[bytes]) -> bool:
+    """The port answered: make sure it is our process that bound it (not one that took the port, while ours
+    exits on "address in use")."""
+    time.sleep(0.1)
+    return proc.poll() is None
 
 
 def _exists(pid: int) -> bool:

@@ -229,12 +229,15 @@ class Screenshots:
         from PIL import Image
 
         where = self.rec.turns[-1] if turn else self.rec.record
-        if isinstance(frame, BaseException):
-            where["screenshot_error"] = f"{type(frame).__name__}: {frame}"
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{turn:03d}.png"
-        Image.fromarray(frame).save(path)
+        try:
+            if isinstance(frame, BaseException):
+                raise frame
+            self.folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(frame).save(path)
+        except Exception as exc:  # noqa: BLE001 - a missing frame is noted; the episode goes on
+            where["screenshot_error"] = f"{type(exc).__name__}: {exc}"
+            return
         where["screenshot"] = str(path)
 
 

@@ -42,8 +42,9 @@ class EnvPool:
     env id and kwargs; an env whose episode crashed is closed rather than reused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_idle_per_key: int = 64) -> None:
         self._free: dict[str, list[Any]] = {}
+        self.max_idle_per_key = max_idle_per_key
         self.created = 0
 
     @staticmethod
@@ -61,11 +62,11 @@ class EnvPool:
         return key, env
 
     async def release(self, key: str, env: Any, broken: bool = False) -> None:
-        if broken:
+        if broken or len(self._free.get(key, ())) >= self.max_idle_per_key:
             try:
                 await env.unwrapped.aclose()
             except Exception:  # a broken env is dropped either way
-                logger.warning("closing a broken env failed", exc_info=True)
+                logger.warning("closing an env failed", exc_info=True)
             return
         self._free.setdefault(key, []).append(env)
 
@@ -140,15 +141,16 @@ class AWorldAgentLoop(AgentLoopBase):
         chat = _chat(self.tokenizer, self.apply_chat_template_kwargs)
         request_id = uuid.uuid4().hex
         timing = {"generate": 0.0, "env": 0.0}
-        key, env = await POOL.acquire(env_id, env_kwargs)
         episode = TokenEpisode(chat, self.response_length)
+        t = time.perf_counter()
+        started = await self._start(episode, env_id, env_kwargs, options, extra.get("seed"))
+        timing["env"] += time.perf_counter() - t
+        if isinstance(started, BaseException):
+            return self._failed(episode, started, env_id)
+        key, env = started
+        self._logprobs = self._config_logprobs()
         broken = False
         try:
-            t = time.perf_counter()
-            _, info = await env.unwrapped.areset(seed=extra.get("seed"), options=options)
-            episode.start(env.unwrapped.messages, info.get("task_id"))
-            episode.prompt_ids = self._cap_text_prompt_length(episode.prompt_ids)
-            timing["env"] += time.perf_counter() - t
             while not episode.done:
                 cap = int(sampling_params.get("max_tokens") or episode.remaining)
                 params = {**sampling_params, "max_tokens": min(cap, episode.remaining)}
@@ -157,6 +159,7 @@ class AWorldAgentLoop(AgentLoopBase):
                     request_id=request_id, prompt_ids=episode.generation_input(), sampling_params=params
                 )
                 timing["generate"] += time.perf_counter() - t
+                self._logprobs = self._logprobs or out.log_probs is not None
                 text = episode.add_model_turn(list(out.token_ids), out.log_probs)
                 if text is None:
                     break
@@ -171,14 +174,51 @@ class AWorldAgentLoop(AgentLoopBase):
             await POOL.release(key, env, broken)
         return self._output(episode, timing, env_id)
 
+    async def _start(
+        self, episode: TokenEpisode, env_id: str, env_kwargs: dict[str, Any], options: dict[str, Any], seed: Any
+    ) -> tuple[str, Any] | BaseException:
+        """Reset a pooled env on the row's task (a second try on a fresh env); the error if both fail."""
+        error: BaseException | None = None
+        for _ in range(2):
+            try:
+                key, env = await POOL.acquire(env_id, env_kwargs)
+            except Exception as exc:  # noqa: BLE001 - reported in the sample's output, the batch goes on
+                return exc
+            try:
+                _, info = await env.unwrapped.areset(seed=seed, options=options)
+            except Exception as exc:  # noqa: BLE001 - retried once on a fresh env, then reported
+                error = exc
+                await POOL.release(key, env, broken=True)
+                continue
+            episode.start(env.unwrapped.messages, info.get("task_id"))
+            episode.prompt_ids = self._cap_text_prompt_length(episode.prompt_ids)
+            return key, env
+        assert error is not None
+        return error
+
+    def _failed(self, ep: TokenEpisode, error: BaseException, env_id: str) -> AgentLoopOutput:
+        """A sample whose env could not start: one masked token, reward 0, the error in ``extra_fields``."""
+        logger.warning("aworld_agent: the env could not start: %r", error)
+        ep.prompt_ids = ep.prompt_ids or [ep.chat.eos_id]
+        ep.completion_ids, ep.mask, ep.logprobs = [ep.chat.eos_id], [0], [0.0]
+        ep.truncation_reason = "env_error"
+        self._logprobs = self._config_logprobs()
+        out = self._output(ep, {"generate": 0.0, "env": 0.0}, env_id)
+        out.extra_fields["error"] = f"{type(error).__name__}: {error}"
+        return out
+
+    def _config_logprobs(self) -> bool:
+        """Whether verl asked its servers for logprobs (then every sample carries them, zeros where none)."""
+        return bool(self.rollout_config.get("calculate_log_probs", False))
+
     def _output(self, ep: TokenEpisode, timing: dict[str, float], env_id: str) -> AgentLoopOutput:
         n = self.response_length
-        sampled = any(ep.mask) and any(lp != 0.0 for lp, m in zip(ep.logprobs, ep.mask, strict=True) if m)
         return AgentLoopOutput(
             prompt_ids=ep.prompt_ids,
             response_ids=ep.completion_ids[:n],
             response_mask=ep.mask[:n],
-            response_logprobs=ep.logprobs[:n] if sampled else None,
+            # present whenever the server returned logprobs, so that a batch never mixes None and tensors
+            response_logprobs=ep.logprobs[:n] if self._logprobs else None,
             reward_score=ep.reward,
             # the prompt, every model turn and every env answer that went into the token sequence
             num_turns=1 + ep.num_turns + ep.env_turns,
@@ -191,5 +231,6 @@ class AWorldAgentLoop(AgentLoopBase):
                 "truncation_reason": ep.truncation_reason or "",
                 "terminated": ep.terminated,
                 "reward_components": dict(ep.components),
+                "error": "",
             },
         )

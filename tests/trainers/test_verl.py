@@ -200,3 +200,11 @@ def test_the_qwen3_32b_recipe_composes_against_verls_config(monkeypatch):
     assert rollout.response_length == cfg.data.max_response_length == 16384
     loops = OmegaConf.load(rollout.agent.agent_loop_config_path)
     assert loops[0].name == "aworld_agent" and loops[0]._target_ == "aworld_gym.trainers.verl.AWorldAgentLoop"
+
+
+def test_an_env_that_cannot_start_gives_a_zero_sample_not_a_crashed_batch(tokenizer):
+    server = StandInServer([])
+    out = run(make_loop(tokenizer, server), **row(task_id="no-such-task", task_index=None))
+    assert out.reward_score == 0.0 and out.response_mask == [0] and len(out.response_ids) == 1
+    assert "no-such-task" in out.extra_fields["error"] and out.extra_fields["truncation_reason"] == "env_error"
+    assert server.calls == []  # the model was never asked

@@ -51,6 +51,8 @@ SYSTEM_PREAMBLE = (
 # Seed the page's generator, give it a long timer, start the task, mark the page as this episode's. The harness's
 # reward/timer widget is hidden: it is not part of the task, and its ticking clock would make observations vary.
 _START_JS = """async () => {
+  for (let i = 0; i < 200 && (document.readyState !== 'complete' || !core.cover_div); i++)
+    await new Promise(r => setTimeout(r, 25));
   Math.seedrandom(%(seed)d);
   core.EPISODE_MAX_TIME = %(ms)d;
   core.startEpisodeReal();
@@ -118,8 +120,9 @@ class BrowserEnv(MCPEnv):
         self._browser = None
         try:
             if browser == "shared":
-                self._browser = shared_browser(self.origin, settle_ms)
-                entry: dict[str, Any] = {"type": "streamable-http", "url": self._browser.acquire()}
+                server = shared_browser(self.origin, settle_ms)
+                entry: dict[str, Any] = {"type": "streamable-http", "url": server.acquire()}
+                self._browser = server  # only once it holds a reference (a failed acquire holds none)
             else:
                 entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
             kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
@@ -137,12 +140,19 @@ class BrowserEnv(MCPEnv):
             raise
         self.hub.guard = self._guard
         self.hub.hidden_arguments = {k: frozenset(v) for k, v in HIDDEN_ARGUMENTS.items()}
+        self.hub.sequential = True  # one page: a turn's calls (type, type, click) run in the order given
+        self._browser_starts = self._browser.starts if self._browser is not None else 0
 
     # ----- MCPEnv hooks ----------------------------------------------------------------------------------
     def prepare_episode(self, task: Task) -> None:
+        if task.metadata.get("page") is None:
+            raise ConfigError(f"{task.id!r} is not a MiniWoB++ task of AWorld/Browser-v0 (no page to open)")
         self._pages.ensure_alive()
         if self._browser is not None:
-            self._browser.ensure_alive()  # a dead server is restarted at the same URL; the hub reconnects
+            self._browser.ensure_alive()  # a dead server is restarted at the same URL
+            if self._browser.starts != self._browser_starts:  # ... and knows nothing of our old session
+                self._browser_starts = self._browser.starts
+                self.hub.reconnect("browser")
 
     async def abegin_task(self, task: Task) -> None:
         try:
@@ -159,8 +169,8 @@ class BrowserEnv(MCPEnv):
         except ServerError as exc:
             return TaskState(crash=f"the browser failed: {exc}")
         if state.get("episode") != self._episode_key:
-            if any(r.call.name == "browser_navigate" and not r.is_error for r in results):
-                note = "You navigated away from the task's page (or reloaded it): the task is over."
+            if str(state.get("url", "")).startswith(self.origin + "/"):  # a navigation, a reload, a form submit
+                note = "You left the task's page (or reloaded it): the task is over."
                 return TaskState(done=True, score=0.0, note=note, info=state)
             return TaskState(crash="the task's page was lost (the browser was restarted)", info=state)
         if state.get("done"):

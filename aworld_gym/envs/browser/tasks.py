@@ -6,6 +6,7 @@ import argparse
 import functools
 import importlib.util
 import sys
+import threading
 from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -64,14 +65,16 @@ class PageServer(SharedServer):
 
 
 _pages: PageServer | None = None
+_pages_lock = threading.Lock()
 
 
 def shared_pages() -> PageServer:
     """The process-wide page server."""
     global _pages
-    if _pages is None:
-        _pages = PageServer()
-    return _pages
+    with _pages_lock:
+        if _pages is None:
+            _pages = PageServer()
+        return _pages
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -182,6 +182,26 @@ def test_killing_chromium_mid_episode_truncates_with_env_crash_and_the_next_rese
         assert score == 1.0
 
 
+def test_killing_the_playwright_server_mid_episode_truncates_and_the_next_reset_reconnects():
+    with browser_env(task="click-checkboxes") as env:
+        env.reset(seed=0)
+        server = env.unwrapped._browser
+        starts = server.starts
+        for pid in server.pids:
+            os.kill(pid, signal.SIGKILL)
+        obs, reward, terminated, truncated, info = env.step(call("browser_click", target="#subbtn"))
+        assert truncated and info["truncation_reason"] == "env_crash"
+        assert solve(env, 1, "click-checkboxes")[0] == 1.0  # a new server on the same URL, a new session
+        assert server.starts == starts + 1
+
+
+def test_a_reload_by_the_agent_ends_the_task_with_score_zero():
+    with browser_env(task="enter-text") as env:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(call("browser_navigate", url=env.unwrapped.page_url))
+        assert terminated and not truncated and info["score"] == 0.0 and "task is over" in obs
+
+
 @pytest.mark.parametrize("browser", ["shared", "own"])
 def test_no_browser_process_is_left_after_close(browser):
     before = child_pids()
