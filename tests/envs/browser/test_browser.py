@@ -147,7 +147,7 @@ def test_navigating_within_the_site_is_allowed_but_ends_the_task():
         url = env.unwrapped.origin + "/miniwob/enter-text.html"
         obs, reward, terminated, truncated, info = env.step(call("browser_navigate", url=url))
         assert info["tool_results"][0]["error"] is None
-        assert terminated and info["score"] == 0.0 and "navigated away" in obs
+        assert terminated and info["score"] == 0.0 and "left the task's page" in obs
 
 
 def test_envs_share_one_browser_with_isolated_contexts():
