@@ -195,6 +195,27 @@ def test_killing_the_playwright_server_mid_episode_truncates_and_the_next_reset_
         assert server.starts == starts + 1
 
 
+def test_when_the_playwright_server_dies_its_browser_goes_too_and_reset_restarts_both():
+    with browser_env(task="click-test") as env:
+        env.reset(seed=0)
+        server = env.unwrapped._browser
+        old = chromium_pids()
+
+        def alive() -> set[int]:
+            out = set()
+            for pid in old:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                        out.add(pid)
+            return out
+
+        os.kill(server.proc.pid, signal.SIGKILL)  # only Node; Chromium talks to it over a pipe
+        server.proc.wait()
+        assert wait_until(lambda: not alive(), 20)  # no orphaned browser
+        env.reset(seed=1)
+        assert solve(env, 2, "click-test")[0] == 1.0
+
+
 def test_a_reload_by_the_agent_ends_the_task_with_score_zero():
     with browser_env(task="enter-text") as env:
         env.reset(seed=0)
