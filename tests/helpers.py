@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from aworld_gym.mcp.shared import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 EVERYTHING_JS = ROOT / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
@@ -19,12 +21,6 @@ TASKS = [
     {"id": "mul", "prompt": "What is 6 * 7? Use the multiply tool.", "answer": "42"},
     {"id": "echo", "prompt": "Echo the word 'héllo'.", "answer": "héllo"},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stdio_config(name: str = "demo") -> dict:

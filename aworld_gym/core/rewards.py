@@ -117,7 +117,7 @@ class FormatPenalty:
 
 
 class ToolErrorPenalty:
-    """``penalty`` per tool call that failed because of the model (unknown tool, bad arguments, tool error)."""
+    """``penalty`` per tool call that failed because of the model (unknown tool, bad arguments, tool error, refused)."""
 
     name = "tool_error"
     model_errors = frozenset({"unknown_tool", "bad_arguments", "too_large", "tool_error", "refused"})

@@ -16,8 +16,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from aworld_gym.core.errors import ServerError
 
@@ -212,6 +213,17 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 _live: set[SharedServer] = set()
 _registry_lock = threading.Lock()
+_instances: dict[Hashable, SharedServer] = {}
+_instances_lock = threading.Lock()
+S = TypeVar("S", bound=SharedServer)
+
+
+def shared_instance(key: Hashable, factory: Callable[[], S]) -> S:
+    """The process-wide server for ``key`` (made by ``factory`` on first use)."""
+    with _instances_lock:
+        if key not in _instances:
+            _instances[key] = factory()
+        return _instances[key]  # type: ignore[return-value]
 
 
 @atexit.register

@@ -230,15 +230,15 @@ class Screenshots:
 
         where = self.rec.turns[-1] if turn else self.rec.record
         path = self.folder / f"{turn:03d}.png"
-        try:
-            if isinstance(frame, BaseException):
-                raise frame
-            self.folder.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(frame).save(path)
-        except Exception as exc:  # noqa: BLE001 - a missing frame is noted; the episode goes on
-            where["screenshot_error"] = f"{type(exc).__name__}: {exc}"
-            return
-        where["screenshot"] = str(path)
+        if not isinstance(frame, BaseException):
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(frame).save(path)
+                where["screenshot"] = str(path)
+                return
+            except Exception as exc:  # noqa: BLE001 - a missing frame is noted; the episode goes on
+                frame = exc
+        where["screenshot_error"] = f"{type(frame).__name__}: {frame}"
 
 
 def _render_sync(env: Any) -> Any:

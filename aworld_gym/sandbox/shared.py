@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import secrets
 import sys
-import threading
 from typing import Any
 
 from aworld_gym.mcp.serving import TOKEN_ENV
-from aworld_gym.mcp.shared import SharedServer
+from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 
 class SharedPythonServer(SharedServer):
@@ -32,19 +31,12 @@ class SharedPythonServer(SharedServer):
                 "--port", str(port), *self.args]  # fmt: skip
 
 
-_servers: dict[tuple[str, ...], SharedPythonServer] = {}
-_lock = threading.Lock()
-
-
 def shared_server(
     isolation: str = "auto", wall_seconds: float = 10.0, memory_mb: int = 1024, file_roots: tuple[str, ...] = ()
 ) -> SharedPythonServer:
     """The process-wide server for these settings."""
-    key = (isolation, str(wall_seconds), str(memory_mb), *file_roots)
-    with _lock:
-        if key not in _servers:
-            _servers[key] = SharedPythonServer(isolation, wall_seconds, memory_mb, file_roots)
-        return _servers[key]
+    key = ("python", isolation, str(wall_seconds), str(memory_mb), *file_roots)
+    return shared_instance(key, lambda: SharedPythonServer(isolation, wall_seconds, memory_mb, file_roots))
 
 
 def python_server_entry(

@@ -123,3 +123,24 @@ def test_faults_are_recorded_and_counted(tmp_path):
     assert rows["add-4"]["termination"] == "answer" and rows["add-4"]["score"] == 1.0  # restarted server works
     assert s.failures == {"env_crash": 2, "policy_error": 2} and s.successes == 4
     assert "failures      env_crash 2, policy_error 2" in s.render()
+
+
+def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
+    import numpy as np
+
+    from aworld_gym.rollout.runner import EpisodeRecorder, Screenshots
+
+    class Env:
+        render_mode = "rgb_array"
+
+    rec = EpisodeRecorder("AWorld/Browser-v0", PlanPolicy(), 0, 0)
+    assert Screenshots.open(tmp_path, rec, object()) is None  # no rgb_array: off
+    shots = Screenshots.open(tmp_path, rec, Env())
+    shots.save(0, np.zeros((4, 4, 3), dtype=np.uint8))
+    assert (tmp_path / rec.record["episode_id"] / "000.png").read_bytes()[:4] == b"\x89PNG"
+    rec.turns.append({})
+    shots.save(1, RuntimeError("browser gone"))
+    assert rec.turns[-1] == {"screenshot_error": "RuntimeError: browser gone"}
+    rec.turns.append({})
+    shots.save(2, "not an image")
+    assert "screenshot" not in rec.turns[-1] and "screenshot_error" in rec.turns[-1]

@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.errors import ConfigError
-from aworld_gym.mcp.shared import SharedServer
+from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
 VIEWPORT = "640x480"
@@ -107,17 +106,9 @@ class PlaywrightServer(SharedServer):
             self.output_dir = None
 
 
-_browsers: dict[tuple[str, int], PlaywrightServer] = {}
-_lock = threading.Lock()
-
-
 def shared_browser(origin: str, settle_ms: int) -> PlaywrightServer:
     """The process-wide Playwright server for this task origin."""
-    with _lock:
-        key = (origin, settle_ms)
-        if key not in _browsers:
-            _browsers[key] = PlaywrightServer(origin, settle_ms)
-        return _browsers[key]
+    return shared_instance(("playwright", origin, settle_ms), lambda: PlaywrightServer(origin, settle_ms))
 
 
 def own_browser_entry(origin: str, settle_ms: int) -> tuple[dict[str, Any], str]:

@@ -6,7 +6,6 @@ import argparse
 import functools
 import importlib.util
 import sys
-import threading
 from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.task import Task
-from aworld_gym.mcp.shared import SharedServer
+from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 INSTALL_HINT = (
     "the MiniWoB++ task pages come from the `miniwob` package: pip install --no-deps miniwob==1.1.0 "
@@ -64,17 +63,9 @@ class PageServer(SharedServer):
         return f"http://127.0.0.1:{port}/"
 
 
-_pages: PageServer | None = None
-_pages_lock = threading.Lock()
-
-
 def shared_pages() -> PageServer:
     """The process-wide page server."""
-    global _pages
-    with _pages_lock:
-        if _pages is None:
-            _pages = PageServer()
-        return _pages
+    return shared_instance(("miniwob-pages",), PageServer)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
