@@ -250,3 +250,29 @@ def test_guard_hidden_arguments_and_internal_calls():
             await a.aclose()
 
     assert int(asyncio.run(internal()).content[0].text) > 0
+
+
+def test_sequential_keyword_runs_a_turn_in_order():
+    """``sequential=True`` (a keyword now, still an attribute): a turn's calls run one after another, in order."""
+    from aworld_gym.mcp.functions import function_server
+
+    events: list[str] = []
+
+    async def step(name: str) -> str:
+        import asyncio
+
+        events.append(f"start {name}")
+        await asyncio.sleep(0.01)
+        events.append(f"end {name}")
+        return name
+
+    calls = [ToolCall("step", {"name": n}) for n in "abc"]
+    with ToolHub(servers={"f": function_server([step])}, sequential=True) as h:
+        assert h.sequential is True
+        assert [r.text for r in h.call(calls)] == ["a", "b", "c"]
+        assert events == ["start a", "end a", "start b", "end b", "start c", "end c"]
+        events.clear()
+        h.sequential = False  # the attribute still switches it
+        assert [r.text for r in h.call(calls)] == ["a", "b", "c"]
+        assert events[:3] == ["start a", "start b", "start c"]  # concurrent
+    assert ToolHub(servers={"f": function_server([step])}).sequential is False

@@ -1,0 +1,137 @@
+"""Sending one checked tool call over its server's session, and turning every way it can end into a result.
+
+The hub routes a call and checks it; :func:`send` then owns the request: the per-call deadline (the hub's
+:class:`Watchdog`), telling a dead session from one failed request, and the text the model sees for each outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from aworld_gym.core.actions import ToolCall
+from aworld_gym.core.errors import ServerError
+from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.namespace import RoutedTool
+from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, TOOL_ERROR, ToolResult, render_content, truncate
+from aworld_gym.mcp.watchdog import Watchdog
+
+
+async def send(
+    tool: RoutedTool,
+    call: ToolCall,
+    *,
+    meta: dict[str, Any],
+    timeout: float,
+    watchdog: Watchdog,
+    max_output_chars: int,
+    start: float,
+) -> ToolResult:
+    """Send ``call`` to ``tool``'s live session and return its result; never raises except for cancellation.
+
+    A transport that is really gone marks the connection dead (the hub restarts it at the next call); one failed
+    request on a live session fails only this call, since the session may be shared by many envs.
+    """
+    conn = tool.conn
+    generation = conn.generation  # a late error of an old session must not kill its replacement
+    # The watchdog (one timer for all calls, no extra task) bounds every transport, in-process included;
+    # cancelling the request also tells the session to drop it.
+    key, deadline = watchdog.add(timeout)
+    try:
+        result = await conn.client.call_tool(tool.name, call.arguments, meta=meta)
+    except asyncio.CancelledError:
+        if deadline.expired():
+            return timeout_result(call, tool, timeout, start, max_output_chars)
+        raise
+    except MCPError as exc:
+        if deadline.expired() or exc.code == REQUEST_TIMEOUT:
+            return timeout_result(call, tool, timeout, start, max_output_chars)
+        if exc.code == CONNECTION_CLOSED or session_gone(exc):
+            conn.mark_dead(generation)
+            text = f"Error: tool server {conn.spec.name!r} died during the call ({exc.message})."
+            return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
+        return make_result(call, tool, f"Error: {exc.message}", TOOL_ERROR, start, max_output_chars)
+    except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
+        if deadline.expired():
+            return timeout_result(call, tool, timeout, start, max_output_chars)
+        if conn.transport_done():  # the session is really gone (pipe closed, HTTP stream ended)
+            conn.mark_dead(generation)
+            text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
+            return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
+        # One failed request (a bad result, an HTTP hiccup) on a live session: this call fails, the session
+        # (perhaps shared by many envs) stays.
+        text = f"Error: the call failed: {type(exc).__name__}: {exc}"
+        return make_result(call, tool, text, TOOL_ERROR, start, max_output_chars)
+    finally:
+        watchdog.remove(key)
+        deadline.expired()  # a cancellation that fired as the call ended must not linger on the task
+    return make_result(
+        call,
+        tool,
+        render_content(result),
+        TOOL_ERROR if result.is_error else None,
+        start,
+        max_output_chars,
+        structured=getattr(result, "structured_content", None),
+    )
+
+
+async def send_internal(
+    conn: Connection, name: str, tool: str, arguments: dict[str, Any], *, meta: dict[str, Any], timeout: float
+) -> Any:
+    """Call ``tool`` on ``conn`` for the env itself; returns the raw ``CallToolResult``.
+
+    Raises:
+        ServerError: the call timed out or failed in transport (``name`` is how the env asked for the tool).
+    """
+    generation = conn.generation
+    try:
+        async with asyncio.timeout(timeout):
+            return await conn.client.call_tool(tool, arguments, meta=meta)
+    except TimeoutError:
+        raise ServerError(f"{name!r} did not answer within {timeout:g} s") from None
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED or session_gone(exc):
+            conn.mark_dead(generation)
+        raise ServerError(f"{name!r} failed: {exc.message}") from None
+    except Exception as exc:  # noqa: BLE001 - reported to the env as a ServerError
+        if conn.transport_done():
+            conn.mark_dead(generation)
+        raise ServerError(f"{name!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def session_gone(exc: MCPError) -> bool:
+    """An HTTP server that restarted answers an old session id with 404, which the client reports like this."""
+    return "session terminated" in str(exc.message).lower()
+
+
+def timeout_result(call: ToolCall, tool: RoutedTool, timeout: float, start: float, max_output_chars: int) -> ToolResult:
+    """The result of a call abandoned at its deadline."""
+    text = f"Error: tool {call.name!r} did not answer within {timeout:g} s and was abandoned."
+    return make_result(call, tool, text, TIMEOUT, start, max_output_chars)
+
+
+def make_result(
+    call: ToolCall,
+    tool: RoutedTool,
+    text: str,
+    error: str | None,
+    start: float,
+    max_output_chars: int,
+    structured: Any = None,
+) -> ToolResult:
+    """A result routed to ``tool``'s server, its text cut to ``max_output_chars``, timed from ``start``."""
+    text, cut = truncate(text, max_output_chars)
+    return ToolResult(
+        call,
+        text,
+        error,
+        server=tool.conn.spec.name,
+        latency_s=time.perf_counter() - start,
+        truncated=cut,
+        structured=structured,
+    )

@@ -1,0 +1,86 @@
+"""One tool namespace over many servers: which tools the agent sees, under which names, with which schemas."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_gym.mcp.connection import Connection
+
+_NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+@dataclass
+class RoutedTool:
+    """One tool as the agent sees it, and where its calls go.
+
+    Attributes:
+        exposed: the name the agent uses (``server__tool`` when two servers have the tool).
+        name: the tool's name on its server.
+        conn: the connection to that server.
+        schema: the JSON schema the agent sees (hidden arguments removed).
+        description: the tool's description.
+        validator: the schema check, built at the first call (``False``: the schema is left to the server).
+    """
+
+    exposed: str
+    name: str
+    conn: Connection
+    schema: dict[str, Any]
+    description: str
+    validator: Any = field(default=None, repr=False)
+
+
+def build_tools(
+    conns: Sequence[Connection],
+    *,
+    allow: Sequence[str] | None = None,
+    deny: Sequence[str] = (),
+    hidden_arguments: Mapping[str, frozenset[str]] | None = None,
+) -> dict[str, RoutedTool]:
+    """The agent's tools by exposed name, from the tools the connections listed.
+
+    A tool name that two servers share is exposed as ``server__tool`` (for both); a server's ``reset_tool`` is
+    never exposed.
+
+    Args:
+        conns: the started connections, in config order.
+        allow: glob patterns a tool must match (its name, exposed name or ``server__tool``); ``None`` allows all.
+        deny: glob patterns of tools to hide (applied after ``allow``).
+        hidden_arguments: ``{tool name: arguments}`` removed from the schemas the agent sees.
+    """
+    counts: dict[str, int] = {}
+    for conn in conns:
+        for tool in conn.tools:
+            counts[tool.name] = counts.get(tool.name, 0) + 1
+    hidden = {c.spec.reset_tool for c in conns if c.spec.reset_tool}
+    tools: dict[str, RoutedTool] = {}
+    for conn in conns:
+        for tool in conn.tools:
+            qualified = _NAME_RE.sub("_", f"{conn.spec.name}__{tool.name}")[:64]
+            exposed = qualified if counts[tool.name] > 1 else tool.name
+            if tool.name in hidden or not _allowed((tool.name, exposed, qualified), allow, deny):
+                continue
+            schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+            drop = (hidden_arguments or {}).get(tool.name)
+            if drop:
+                props = schema.get("properties") or {}
+                schema["properties"] = {k: v for k, v in props.items() if k not in drop}
+                if "required" in schema:
+                    schema["required"] = [k for k in schema["required"] if k not in drop]
+            tools[exposed] = RoutedTool(exposed, tool.name, conn, schema, (tool.description or "").strip())
+    return tools
+
+
+def _allowed(names: Iterable[str], allow: Sequence[str] | None, deny: Sequence[str]) -> bool:
+    names = tuple(names)
+
+    def match(patterns: Iterable[str]) -> bool:
+        return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+
+    if allow is not None and not match(allow):
+        return False
+    return not match(deny)

@@ -1,0 +1,92 @@
+"""What a tool call gives back: :class:`ToolResult`, its error kinds, and how MCP content becomes model text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aworld_gym.core.actions import ToolCall
+
+# Error kinds of a ToolResult (``None`` when the call succeeded).
+UNKNOWN_TOOL = "unknown_tool"
+BAD_ARGUMENTS = "bad_arguments"  # valid JSON that does not fit the tool's schema (missing, unknown, wrong type)
+INVALID_ARGUMENTS = "invalid_arguments"  # arguments that cannot be sent at all (lone surrogate, NaN, too deep, ...)
+TOO_LARGE = "too_large"
+TOOL_ERROR = "tool_error"
+TIMEOUT = "timeout"
+SERVER_DIED = "server_died"
+REFUSED = "refused"  # the env's guard refused the call (e.g. a navigation off the task's site)
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call, as the env shows it to the model.
+
+    Attributes:
+        call: the call this answers.
+        text: what the model sees (``"Error: ..."`` for a failed call), cut to the hub's ``max_output_chars``.
+        error: the error kind (one of the constants of this module), ``None`` on success.
+        server: the name of the server the call was routed to (``None`` for an unknown tool).
+        latency_s: wall time of the call, checks included.
+        truncated: whether ``text`` was cut.
+        structured: the MCP ``structuredContent`` of the result, when the server sent one.
+    """
+
+    call: ToolCall
+    text: str
+    error: str | None = None
+    server: str | None = None
+    latency_s: float = 0.0
+    truncated: bool = False
+    structured: Any = None
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the call failed (in any way: routing, checks, transport or the tool itself)."""
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (``info["tool_results"]``); ``"structured"`` only when the server sent some."""
+        out = {
+            "id": self.call.id,
+            "name": self.call.name,
+            "server": self.server,
+            "text": self.text,
+            "error": self.error,
+            "latency_s": round(self.latency_s, 6),
+            "truncated": self.truncated,
+        }
+        if self.structured is not None:
+            out["structured"] = self.structured
+        return out
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to ``limit`` characters and say so; returns (text, was_cut)."""
+    if len(text) <= limit:
+        return text, False
+    note = f"\n[... output truncated: showing the first {limit} of {len(text)} characters]"
+    return text[:limit] + note, True
+
+
+def render_content(result: Any) -> str:
+    """Render an MCP ``CallToolResult`` as text for the model."""
+    parts: list[str] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            size = len(getattr(block, "data", "") or "") * 3 // 4
+            parts.append(f"[{kind}: {getattr(block, 'mime_type', None) or 'unknown type'}, about {size} bytes]")
+        elif kind == "resource":
+            res = block.resource
+            parts.append(getattr(res, "text", None) or f"[resource {res.uri}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}]")
+        else:
+            parts.append(str(block))
+    if not parts and getattr(result, "structured_content", None) is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
