@@ -5,34 +5,81 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
 
-# id -> (entry point, default max_episode_steps). Every id involves tools, hence nondeterministic.
-ENV_IDS: dict[str, tuple[str, int]] = {
-    "AWorld/MCP-v0": ("aworld_gym.core.env:MCPEnv", 20),
-    "AWorld/Code-v0": ("aworld_gym.envs.code.env:CodeEnv", 8),
-    "AWorld/GAIA-v0": ("aworld_gym.envs.gaia.env:GAIAEnv", 20),
-    "AWorld/Browser-v0": ("aworld_gym.envs.browser.env:BrowserEnv", 20),
-}
+# id -> (entry point, default max_episode_steps, reference policy). Every id involves tools: nondeterministic.
+ENV_IDS: dict[str, tuple[str, int]] = {}
+REFERENCE_POLICIES: dict[str, Any] = {}
+
+
+def register(
+    env_id: str,
+    entry_point: str | Callable[..., Any],
+    *,
+    max_episode_steps: int | None = 20,
+    reference_policy: str | Callable[..., Any] | None = None,
+    **kwargs: Any,
+) -> str:
+    """Register an AWorld-style env with Gymnasium: its id, entry point, default turn limit and reference policy.
+
+    Args:
+        env_id: the id for ``gym.make`` (``"MyLab/Lookup-v0"``).
+        entry_point: ``"package.module:EnvClass"`` or a callable returning the env.
+        max_episode_steps: the default turn limit (``gym.make(..., max_episode_steps=N)`` overrides it); the env
+            ends that turn itself with ``truncation_reason="turn_limit"``.
+        reference_policy: a scripted solver for ``aworld-gym rollout --policy reference`` and
+            ``make_policy("reference", env_id)``: a ``"module:Class"`` string or a factory taking ``latency_s``.
+        **kwargs: default keyword arguments of the env (``gym.register``'s ``kwargs``).
+
+    Re-registering an id replaces it. Returns the id.
+    """
+    import gymnasium as gym
+
+    if env_id in gym.registry:
+        del gym.registry[env_id]
+    gym.register(
+        id=env_id,
+        entry_point=entry_point,
+        max_episode_steps=max_episode_steps,
+        nondeterministic=True,
+        disable_env_checker=False,
+        vector_entry_point=_vector_entry_point(env_id),
+        kwargs=dict(kwargs),
+    )
+    if reference_policy is not None:
+        REFERENCE_POLICIES[env_id] = reference_policy
+    else:
+        REFERENCE_POLICIES.pop(env_id, None)
+    return env_id
+
+
+def reference_policy(env_id: str) -> str | Callable[..., Any] | None:
+    """The reference policy registered with ``env_id`` (``None`` if it has none)."""
+    return REFERENCE_POLICIES.get(env_id)
+
+
+_BUILTIN = (
+    ("AWorld/MCP-v0", "aworld_gym.core.env:MCPEnv", 20, "aworld_gym.rollout.plan:PlanPolicy"),
+    ("AWorld/Code-v0", "aworld_gym.envs.code.env:CodeEnv", 8, "aworld_gym.envs.code.reference:CodeReferencePolicy"),
+    ("AWorld/GAIA-v0", "aworld_gym.envs.gaia.env:GAIAEnv", 20, "aworld_gym.envs.gaia.reference:GAIAReferencePolicy"),
+    ("AWorld/Browser-v0", "aworld_gym.envs.browser.env:BrowserEnv", 20,
+     "aworld_gym.envs.browser.reference:BrowserReferencePolicy"),
+)  # fmt: skip
 
 
 def register_envs() -> list[str]:
-    """Register every AWorld id with Gymnasium (idempotent); returns the ids."""
+    """Register every built-in AWorld id with Gymnasium (idempotent); returns the ids."""
     import gymnasium as gym
 
-    for env_id, (entry_point, max_steps) in ENV_IDS.items():
-        if env_id in gym.registry:
-            continue
-        gym.register(
-            id=env_id,
-            entry_point=entry_point,
-            max_episode_steps=max_steps,
-            nondeterministic=True,
-            disable_env_checker=False,
-            vector_entry_point=_vector_entry_point(env_id),
-        )
+    for env_id, entry_point, max_steps, policy in _BUILTIN:
+        ENV_IDS[env_id] = (entry_point, max_steps)
+        if env_id not in gym.registry:
+            register(env_id, entry_point, max_episode_steps=max_steps, reference_policy=policy)
+        else:
+            REFERENCE_POLICIES.setdefault(env_id, policy)
     return list(ENV_IDS)
 
 
@@ -47,6 +94,13 @@ def _vector_entry_point(env_id: str) -> Any:
     return make
 
 
+def _install_faces() -> None:
+    from aworld_gym.core.faces import install
+
+    install()
+
+
+_install_faces()
 register_envs()
 
 
@@ -57,6 +111,12 @@ def __getattr__(name: str) -> Any:
         "Task": "aworld_gym.core.task",
         "ToolHub": "aworld_gym.mcp.hub",
         "RewardShaping": "aworld_gym.wrappers.reward_shaping",
+        "Hook": "aworld_gym.core.rewards",
+        "reward_hook": "aworld_gym.core.rewards",
+        "LocalServer": "aworld_gym.core.resources",
+        "TaskState": "aworld_gym.core.episode",
+        "LLMJudge": "aworld_gym.core.judge",
+        "AsyncFaceError": "aworld_gym.core.faces",
     }
     if name in lazy:
         import importlib

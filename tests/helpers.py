@@ -103,3 +103,22 @@ def demo_env_kwargs(n: int = 8, transport: str = "inprocess", crash_every: int =
 
     config = {"mcpServers": {"demo": build_server}} if transport == "inprocess" else stdio_config()
     return {"mcp_config": config, "tasks": plan_tasks(n, crash_every)}
+
+
+def bonus_hook(ctx) -> dict:
+    """A shaping hook: +10 on the answer step."""
+    return {"bonus": 10.0} if ctx.answer is not None else {}
+
+
+def shaped_env(n: int = 4):
+    """AWorld/MCP-v0 (demo server, plan tasks) inside RewardShaping(bonus): a picklable env factory."""
+    import gymnasium as gym
+
+    import aworld_gym  # noqa: F401
+    from aworld_gym.wrappers import RewardShaping
+
+    return RewardShaping(gym.make("AWorld/MCP-v0", **demo_env_kwargs(n)), [bonus_hook])
+
+
+# The components of a solved plan task in shaped_env: the task score and the bonus, on the answer step.
+SHAPED = {"task": 1.0, "bonus": 10.0}

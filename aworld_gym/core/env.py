@@ -1,12 +1,22 @@
-"""MCPEnv: any set of MCP tool servers plus a task source as a text-action Gymnasium environment."""
+"""MCPEnv: any set of MCP tool servers plus a task source as a text-action Gymnasium environment.
+
+The seam for new environments is public: tools (``mcp_config``, in-process ``servers``, or plain Python functions
+through ``tools=``), a task source, the task hooks below, and reward hooks. In the order they run:
+
+- at reset: :meth:`prepare_episode` (sync), the servers learn of the new episode, :meth:`abegin_task` (begin the
+  task, e.g. open its web page), :meth:`render_prompt` (the first observation), :meth:`reset_info` (extra info);
+- at each step: the action is parsed, its tool calls run, :meth:`acheck_task` (the task's state after the calls),
+  :meth:`score` (an answer's task score), then the ending (:func:`~aworld_gym.core.episode.decide_ending`), the step
+  reward hooks and, on the last step, the episode reward hooks.
+
+Both faces (``reset``/``step``/``close`` and ``areset``/``astep``/``aclose``) run the same code.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
 
@@ -14,54 +24,47 @@ import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
+from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
-from aworld_gym.core.prompts import FORMAT_HINT, render_system_prompt, render_tool_responses
-from aworld_gym.core.rewards import RewardHook, Scorer, StepContext, apply_hooks, default_hooks, get_scorer
+from aworld_gym.core.prompts import render_system_prompt
+from aworld_gym.core.resources import Holdings
+from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
 from aworld_gym.core.spaces import UnicodeText
+from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks
-from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolHub, ToolResult, truncate
+from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 
-TRUNCATION_REASONS = ("turn_limit", "token_budget", "tool_timeout", "env_crash")
-
-
-@dataclass
-class TaskState:
-    """What an env whose task can end by itself (a web page's done flag) reads after a step's tool calls.
-
-    Attributes:
-        done: the task is over: the step terminates with ``score``.
-        score: the task's score (its raw reward), given when ``done``.
-        crash: the env lost the task's state (e.g. the browser died): the step truncates with ``env_crash``.
-        note: text appended to the last tool response (e.g. the page as it is now).
-        info: reported as ``info["task_state"]``.
-    """
-
-    done: bool = False
-    score: float | None = None
-    crash: str | None = None
-    note: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
+__all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
 
 
 class MCPEnv(gym.Env[str, str]):
     """A text-action environment over MCP tool servers.
 
     Args:
-        mcp_config: AWorld-style ``{"mcpServers": {...}}`` (dict, JSON text or path).
+        mcp_config: AWorld-style ``{"mcpServers": {...}}`` (dict, JSON text or path); a value may be a
+            :class:`~aworld_gym.core.resources.LocalServer` (a shared local server the env holds).
         tasks: a .jsonl/.json path, a list of dicts or :class:`Task`, or a ``datasets.Dataset``.
-        servers: in-process MCP server objects by name.
+        servers: in-process MCP server objects (or zero-argument factories) by name.
+        tools: plain typed Python functions, served as the in-process MCP server ``tools``.
         scorer: ``"exact"``, ``"contains"``, another registered name, or ``(answer, task) -> float``.
         action_format: a registered parser name (``"hermes"``) or an :class:`ActionParser`.
         system_prompt: the preamble of the system prompt (the tool list is appended).
         allow_tools, deny_tools: glob patterns of tools the agent may / may not use.
+        guard: ``guard(tool, arguments) -> None | reason`` sees every agent call and may refuse it (``refused``).
+        hidden_arguments: ``{tool: [argument, ...]}`` removed from the agent's schemas (a call using them is refused).
+        sequential_calls: run a turn's tool calls one after another, in order (one stateful page), not concurrently.
         tool_timeout: default per-call timeout in seconds (a server's own ``timeout`` wins).
-        max_turns: turn limit inside the env (``gym.make``'s ``max_episode_steps`` applies too).
+        max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
         max_tool_output_chars: tool output beyond this is cut, with a note.
+        max_argument_chars: a call whose JSON arguments are longer is refused.
         max_observation_chars: bound of the observation space.
-        reward_hooks: hooks replacing the defaults (task score, format and tool-error penalties).
+        reward_hooks: hooks replacing the defaults (task score, format and tool-error penalties); see
+            :mod:`aworld_gym.core.rewards` for weights, async hooks, episode and group hooks.
         truncate_on_infra_error: end the episode (``tool_timeout`` / ``env_crash``) when a tool times out or its
             server dies; otherwise the model sees the error and goes on.
+        strict: re-raise the env's own bugs (a task or reward hook that raises, a parser that fails) instead of
+            recording them (``env_crash``, ``info["reward_errors"]``): for people writing envs.
         render_mode: ``"ansi"`` (``render()`` returns the last turn) or ``"human"`` (prints it).
     """
 
@@ -73,115 +76,159 @@ class MCPEnv(gym.Env[str, str]):
         tasks: TaskSpec | None = None,
         *,
         servers: Mapping[str, Any] | None = None,
+        tools: Sequence[Callable[..., Any]] | None = None,
         scorer: str | Scorer | None = "exact",
         action_format: str | ActionParser | None = None,
         system_prompt: str | None = None,
         allow_tools: Iterable[str] | None = None,
         deny_tools: Iterable[str] | None = None,
+        guard: Guard | None = None,
+        hidden_arguments: Mapping[str, Iterable[str]] | None = None,
+        sequential_calls: bool = False,
         tool_timeout: float = 60.0,
         max_turns: int | None = None,
         max_episode_chars: int | None = None,
         max_tool_output_chars: int = 20_000,
         max_argument_chars: int = 200_000,
         max_observation_chars: int = 1_000_000,
-        reward_hooks: Sequence[RewardHook] | None = None,
+        reward_hooks: Sequence[Any] | None = None,
         truncate_on_infra_error: bool = True,
+        strict: bool = False,
         render_mode: str | None = None,
     ) -> None:
-        if tasks is None:
-            raise ConfigError("MCPEnv needs tasks=: a .jsonl path, a list of dicts, or a datasets.Dataset")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        if max_turns is not None and max_turns < 1:
-            raise ConfigError("max_turns must be at least 1")
-        self.tasks: TaskSource = load_tasks(tasks)
-        self.scorer = get_scorer(scorer)
-        self.parser = get_parser(action_format)
-        self.hub = ToolHub(
-            mcp_config,
-            servers=servers,
-            allow=allow_tools,
-            deny=deny_tools,
-            call_timeout=tool_timeout,
-            max_output_chars=max_tool_output_chars,
-            max_argument_chars=max_argument_chars,
-        )
+        self._holdings: Holdings = getattr(self, "_holdings", None) or Holdings()
+        self._closed = False
+        try:
+            if tasks is None:
+                raise ConfigError("MCPEnv needs tasks=: a .jsonl path, a list of dicts, or a datasets.Dataset")
+            if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+                raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+            if max_turns is not None and max_turns < 1:
+                raise ConfigError("max_turns must be at least 1")
+            self.tasks: TaskSource = load_tasks(tasks)
+            self.scorer = get_scorer(scorer)
+            self.parser = get_parser(action_format)
+            servers = dict(servers or {})
+            if tools:
+                from aworld_gym.mcp.functions import function_server
+
+                if "tools" in servers:
+                    raise ConfigError("tools= makes the in-process server 'tools': rename your server of that name")
+                servers["tools"] = function_server(list(tools))
+            self.hub = ToolHub(
+                self._holdings.resolve(mcp_config),
+                servers=servers,
+                allow=allow_tools,
+                deny=deny_tools,
+                call_timeout=tool_timeout,
+                max_output_chars=max_tool_output_chars,
+                max_argument_chars=max_argument_chars,
+                guard=guard,
+                hidden_arguments=hidden_arguments,
+                sequential=sequential_calls,
+            )
+        except BaseException:
+            self._holdings.release()
+            raise
         self.preamble = system_prompt
         self.max_turns = max_turns
         self.max_episode_chars = max_episode_chars
-        self.reward_hooks: list[RewardHook] = list(reward_hooks) if reward_hooks is not None else default_hooks()
+        self.strict = strict
+        self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
         self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
         self.observation_space = UnicodeText(max_observation_chars)
         self.action_space = UnicodeText(max_observation_chars)
-        self.messages: list[dict[str, Any]] = []
         self.turns: list[dict[str, Any]] = []
         self.task: Task | None = None
         self.turn = 0
+        self.episode_reward = 0.0
+        self.episode_components: dict[str, float] = {}
+        self._head: list[dict[str, Any]] = []
+        self._wrapper_turn_limit: int | None = None
         self._chars = 0
         self._done = True
-        self._closed = False
         self._tools: list[dict[str, Any]] | None = None
         self.last_context: StepContext | None = None
 
     # ----- Gymnasium API ---------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        task = self._pick_task(options or {})
+        task = self._begin_reset(seed, options)
         self.prepare_episode(task)
         self.hub.begin_episode(files=self.task_files(task))
         if self._overrides("abegin_task"):
             self.hub.run_sync(self.abegin_task(task))
         return self._start_episode(task)
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        parsed, calls_needed = self._before_step(action)
-        results: list[ToolResult] = []
-        crash: str | None = None
-        state: TaskState | None = None
-        if calls_needed:
-            try:
-                results = self.hub.call(parsed.tool_calls)
-                if self._overrides("acheck_task"):
-                    state = self.hub.run_sync(self._acheck(results))
-            except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
-                crash = f"{type(exc).__name__}: {exc}"
-        score = self._score_answer(parsed)
-        return self._after_step(parsed, results, crash, score, state)
-
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         """Async :meth:`reset` for collectors running many envs on one event loop."""
-        super().reset(seed=seed)
-        task = self._pick_task(options or {})
+        task = self._begin_reset(seed, options)
         await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         await self.abegin_task(task)
         return self._start_episode(task)
 
-    async def astep(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Async :meth:`step` (scoring, which may run tests, happens in a worker thread)."""
-        parsed, calls_needed = self._before_step(action)
+    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        parsed = self._parse(action)
         results: list[ToolResult] = []
         crash: str | None = None
         state: TaskState | None = None
-        if calls_needed:
+        if parsed.tool_calls and parsed.answer is None:
+            try:
+                results = self.hub.call(parsed.tool_calls)
+                if self._overrides("acheck_task"):
+                    state = self.hub.run_sync(self._acheck(results))
+            except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
+                crash = self._crash(exc)
+        score = self._score_answer(parsed)
+        ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
+        out = finish_step(self, ctx, obs, info, self.rubric.score(self.rubric.step, ctx, self.hub.run_sync))
+        if (ctx.terminated or ctx.truncated) and self.rubric.episode:
+            ends = self.rubric.score(self.rubric.episode, episode_context(self, ctx), self.hub.run_sync)
+            out = add_scores(self, out, ends)
+        return out
+
+    async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Async :meth:`step` (scoring, which may run tests, happens in a worker thread)."""
+        parsed = self._parse(action)
+        results: list[ToolResult] = []
+        crash: str | None = None
+        state: TaskState | None = None
+        if parsed.tool_calls and parsed.answer is None:
             try:
                 results = await self.hub.acall(parsed.tool_calls)
                 state = await self._acheck(results)
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
-                crash = f"{type(exc).__name__}: {exc}"
+                crash = self._crash(exc)
         score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
-        return self._after_step(parsed, results, crash, score, state)
+        ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
+        out = finish_step(self, ctx, obs, info, await self.rubric.ascore(self.rubric.step, ctx))
+        if (ctx.terminated or ctx.truncated) and self.rubric.episode:
+            out = add_scores(self, out, await self.rubric.ascore(self.rubric.episode, episode_context(self, ctx)))
+        return out
+
+    def close(self) -> None:
+        """Close every MCP session and server process. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.hub.close()
+        finally:
+            self._release()
+        super().close()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
         if self._closed:
             return
         self._closed = True
-        await self.hub.aclose()
-        self.release()
+        try:
+            await self.hub.aclose()
+        finally:
+            self._release()
 
     def render(self) -> str | None:
         if self.render_mode is None:
@@ -192,41 +239,27 @@ class MCPEnv(gym.Env[str, str]):
             return None
         return text
 
-    def close(self) -> None:
-        """Close every MCP session and server process. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.hub.close()
-        finally:
-            self.release()
-        super().close()
-
-    # ----- hooks for concrete environments ---------------------------------------------------------------
+    # ----- task hooks for concrete environments ----------------------------------------------------------
     def prepare_episode(self, task: Task) -> None:
-        """Called before each episode's servers are told about it (e.g. restart a shared server that died)."""
-
-    def release(self) -> None:
-        """Called once when the env closes, after its sessions are closed (release shared resources)."""
+        """Called first at reset (sync; in a worker thread on the async face), before the servers hear of it."""
 
     async def abegin_task(self, task: Task) -> None:
-        """Called at reset after the servers know about the new episode (e.g. open the task's web page).
+        """Begin the task after the servers know about the new episode (e.g. open the task's web page).
 
         Runs on the hub's event loop; use ``await self.hub.acall_internal(...)`` for the env's own tool calls.
         """
 
-    async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
-        """Called after each step's tool calls: an env whose task ends by itself returns its :class:`TaskState`."""
-        return None
-
-    def task_files(self, task: Task) -> Sequence[str]:
-        """Attachment paths handed to the tool servers (in each call's ``_meta``)."""
-        return task.files
-
     def render_prompt(self, task: Task) -> str:
         """The first observation: the task prompt (concrete envs add attachments, instructions...)."""
         return task.prompt
+
+    def reset_info(self, task: Task) -> dict[str, Any]:
+        """Extra ``info`` of :meth:`reset` (e.g. the task's level, the data set it comes from)."""
+        return {}
+
+    async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
+        """After each step's tool calls: an env whose task ends by itself returns its :class:`TaskState`."""
+        return None
 
     def score(self, answer: str, task: Task) -> float | None:
         """The task score of a submitted answer; ``None`` when no reference answer is known."""
@@ -234,6 +267,29 @@ class MCPEnv(gym.Env[str, str]):
             return None
         return float(self.scorer(answer, task))
 
+    def task_files(self, task: Task) -> Sequence[str]:
+        """Attachment paths handed to the tool servers (in each call's ``_meta``)."""
+        return task.files
+
+    def release(self) -> None:
+        """Called once when the env closes, after its sessions are closed (release what the env made itself)."""
+
+    def hold(self, resource: Any) -> str:
+        """Take a shared local server (a ``SharedServer``) for this env's lifetime; returns its URL. Usable before
+        ``super().__init__``; checked at every reset, released on close (or when construction fails)."""
+        if getattr(self, "_holdings", None) is None:
+            self._holdings = Holdings()
+        return self._holdings.hold(resource)
+
+    def local_server(self, name: str) -> Any:
+        """The shared local server behind the ``mcpServers`` entry ``name`` (``None`` if it is not one)."""
+        return next((h.resource for h in self._holdings.items if h.server_name == name), None)
+
+    def limit_turns(self, limit: int | None) -> None:
+        """Set by Gymnasium's ``TimeLimit`` at each reset: the env ends that turn itself (``turn_limit``)."""
+        self._wrapper_turn_limit = limit
+
+    # ----- views -----------------------------------------------------------------------------------------
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The agent's tools as OpenAI schemas (connects to the servers on first use)."""
@@ -246,10 +302,32 @@ class MCPEnv(gym.Env[str, str]):
     def system_prompt(self) -> str:
         return render_system_prompt(self.tools, self.preamble)
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The OpenAI-format message history, derived from the turn log."""
+        return [*self._head, *(m for t in self.turns for m in t["messages"])]
+
+    @property
+    def turn_limit(self) -> int | None:
+        limits = [n for n in (self.max_turns, self._wrapper_turn_limit) if n is not None and n > 0]
+        return min(limits) if limits else None
+
     # ----- internals -------------------------------------------------------------------------------------
     def _overrides(self, hook: str) -> bool:
         """Whether a subclass implements ``hook`` (the sync face then runs it on the hub's loop)."""
         return getattr(type(self), hook) is not getattr(MCPEnv, hook)
+
+    def _begin_reset(self, seed: int | None, options: dict[str, Any] | None) -> Task:
+        super().reset(seed=seed)
+        task = self._pick_task(options or {})
+        for name in self._holdings.check():
+            self.hub.reconnect(name)  # the server was restarted and knows nothing of our session
+        return task
+
+    def _crash(self, exc: Exception) -> str:
+        if self.strict:
+            raise exc
+        return f"{type(exc).__name__}: {exc}"
 
     async def _acheck(self, results: list[ToolResult]) -> TaskState | None:
         assert self.task is not None
@@ -271,33 +349,28 @@ class MCPEnv(gym.Env[str, str]):
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
     def _start_episode(self, task: Task) -> tuple[str, dict[str, Any]]:
-        self.task = task
-        self.turn = 0
-        self._done = False
+        self.task, self.turn, self._done = task, 0, False
+        self.turns, self.episode_reward, self.episode_components = [], 0.0, {}
         obs = self._bound(self.render_prompt(task))
         self._chars = len(obs)
         system = self.system_prompt
-        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
-        self.turns = []
-        info = {
-            "task_id": task.id,
-            "tools": self.tools,
-            "system_prompt": system,
-            "files": list(self.task_files(task)),
-            "turn": 0,
-        }
+        self._head = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+        info = {"task_id": task.id, "tools": self.tools, "system_prompt": system,
+                "files": list(self.task_files(task)), "turn": 0}  # fmt: skip
+        info.update(self.reset_info(task))
         return obs, info
 
-    def _before_step(self, action: Any) -> tuple[ParsedAction, bool]:
+    def _parse(self, action: Any) -> ParsedAction:
         if self.task is None or self._done:
             raise ResetNeeded("call reset() before step(): the episode has not started or is over")
         self.turn += 1
         self._step_started = time.perf_counter()
         try:
-            parsed = self.parser.parse(action)
-        except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
-            parsed = ParsedAction(text=str(action), errors=[f"the action parser failed: {type(exc).__name__}: {exc}"])
-        return parsed, bool(parsed.tool_calls) and parsed.answer is None
+            return self.parser.parse(action)
+        except Exception as exc:
+            if self.strict:
+                raise
+            return ParsedAction(text=str(action), errors=[f"the action parser failed: {type(exc).__name__}: {exc}"])
 
     def _score_answer(self, parsed: ParsedAction) -> float | None:
         if parsed.answer is None:
@@ -305,135 +378,11 @@ class MCPEnv(gym.Env[str, str]):
         assert self.task is not None
         return self.score(parsed.answer, self.task)
 
-    def _after_step(
-        self,
-        parsed: ParsedAction,
-        results: list[ToolResult],
-        crash: str | None,
-        score: float | None,
-        state: TaskState | None = None,
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        task = self.task
-        assert task is not None
-        if state is not None and crash is None:
-            crash = state.crash
-            if state.note and results:
-                results[-1].text += "\n" + state.note
-        errors = list(parsed.errors)
-        terminated = truncated = False
-        reason: str | None = None
-        parts: list[str] = []
-        if errors:
-            parts.append("Format error: " + "; ".join(errors) + ". " + FORMAT_HINT)
-        if parsed.answer is not None:
-            terminated = True
-            parts.append("Your final answer was recorded.")
-        elif crash is not None:
-            truncated, reason = True, "env_crash"
-            errors.append(f"the tool infrastructure failed: {crash}")
-            parts.append(f"Error: the tool infrastructure failed ({crash}). The episode ends here.")
-        elif results:
-            parts.append(render_tool_responses([r.text for r in results]))
-            errors += [f"{r.call.name}: {r.text.removeprefix('Error: ')}" for r in results if r.is_error]
-            infra = [r.error for r in results if r.error in (TIMEOUT, SERVER_DIED)]
-            if infra and self.truncate_on_infra_error:
-                truncated = True
-                reason = "env_crash" if SERVER_DIED in infra else "tool_timeout"
-            if state is not None and state.done:  # the task ended itself: its outcome wins over a slow tool
-                terminated, truncated, reason, score = True, False, None, state.score
-                parts.append("The task is over.")
-        elif not errors:
-            errors.append("no tool call and no final answer")
-            parts.append("Your message contained no tool call and no final answer. " + FORMAT_HINT)
-        obs = self._bound("\n".join(parts))
-        self._chars += len(parsed.text) + len(obs)
-        if not (terminated or truncated):
-            limit = self._turn_limit()
-            if self.max_episode_chars is not None and self._chars >= self.max_episode_chars:
-                truncated, reason = True, "token_budget"
-            elif limit is not None and self.turn >= limit:
-                truncated, reason = True, "turn_limit"
-        action_error = "; ".join(errors) or None
-        ctx = StepContext(
-            task=task,
-            turn=self.turn,
-            action=parsed.text,
-            parsed=parsed,
-            results=results,
-            answer=parsed.answer,
-            score=score,
-            action_error=action_error,
-            terminated=terminated,
-            truncated=truncated,
-            truncation_reason=reason,
-        )
-        self.last_context = ctx
-        components = apply_hooks(self.reward_hooks, ctx)
-        reward = float(sum(components.values()))
-        self._record(parsed, results, obs)
-        info: dict[str, Any] = {
-            "task_id": task.id,
-            "turn": self.turn,
-            "tool_calls": [c.to_dict() for c in parsed.tool_calls],
-            "tool_results": [r.to_dict() for r in results],
-            "action_error": action_error,
-            "answer": parsed.answer,
-            "score": score,
-            "reward_components": components,
-            "step_time_s": time.perf_counter() - self._step_started,
-        }
-        if truncated:
-            info["truncation_reason"] = reason
-        if state is not None:
-            info["task_state"] = state.info
-        self.turns.append(
-            {
-                "turn": self.turn,
-                "action": parsed.text,
-                "tool_calls": info["tool_calls"],
-                "tool_results": info["tool_results"],
-                "observation": obs,
-                "reward": reward,
-                "reward_components": components,
-                "action_error": action_error,
-                "step_time_s": info["step_time_s"],
-            }
-        )
-        self._done = terminated or truncated
-        return obs, reward, terminated, truncated, info
-
-    def _record(self, parsed: ParsedAction, results: list[ToolResult], obs: str) -> None:
-        msg: dict[str, Any] = {"role": "assistant", "content": parsed.content if results else parsed.text}
-        if results:
-            msg["tool_calls"] = [
-                {
-                    "id": r.call.id,
-                    "type": "function",
-                    "function": {"name": r.call.name, "arguments": json.dumps(r.call.arguments, ensure_ascii=False)},
-                }
-                for r in results
-            ]
-        self.messages.append(msg)
-        for r in results:
-            self.messages.append({"role": "tool", "tool_call_id": r.call.id, "name": r.call.name, "content": r.text})
-        if parsed.answer is not None and not parsed.errors:
-            return  # the episode is over: nothing more is said to the model
-        if not results or parsed.errors:
-            feedback = obs if not results else obs.split("\n<tool_response>", 1)[0]
-            self.messages.append({"role": "user", "content": feedback})
-
-    def _turn_limit(self) -> int | None:
-        """``max_turns``, else the id's registered ``max_episode_steps`` (the env labels those truncations itself;
-        a shorter ``max_episode_steps`` given to ``gym.make`` truncates through Gymnasium's ``TimeLimit``)."""
-        if self.max_turns is not None:
-            return self.max_turns
-        spec = getattr(self, "spec", None)
-        if spec is None:
-            return None
+    def _release(self) -> None:
         try:
-            return gym.spec(spec.id).max_episode_steps
-        except gym.error.Error:
-            return spec.max_episode_steps
+            self.release()
+        finally:
+            self._holdings.release()
 
     def _bound(self, text: str) -> str:
         limit = self.observation_space.max_length
@@ -443,8 +392,6 @@ class MCPEnv(gym.Env[str, str]):
 
     def _render_text(self) -> str:
         if not self.turns:
-            return (
-                f"[task {self.task.id if self.task else '-'}]\n{self.messages[1]['content'] if self.messages else ''}"
-            )
+            return f"[task {self.task.id if self.task else '-'}]\n{self._head[1]['content'] if self._head else ''}"
         last = self.turns[-1]
         return f"[turn {last['turn']}] action:\n{last['action']}\n--- observation:\n{last['observation']}"

@@ -1,29 +1,64 @@
-"""Reward hooks and scorers.
+"""Rewards as a rubric: weighted components, sync or async, per step, at episode end and per GRPO group.
 
-A reward hook is ``hook(ctx: StepContext) -> float | dict[str, float]``. The env calls every hook after each
-step, sums the components into the reward and reports each in ``info["reward_components"]``. Scores are
-pure functions with their own tests.
+A reward hook is a callable returning a float or a ``{component: value}`` dict (or an awaitable of one). Where it
+runs is its ``on``:
+
+- ``"step"``: ``hook(ctx: StepContext)`` after every step;
+- ``"episode"``: ``hook(ctx: EpisodeContext)`` once, on the step that ends the episode (it sees the whole turn log);
+- ``"group"``: ``hook(records: list[dict]) -> list[float | dict]`` (one per episode) on a complete GRPO group, by
+  whoever holds the whole group (the collector, the TRL and verl adapters).
+
+Wrap a callable in :class:`Hook` (or decorate it with :func:`reward_hook`) to give it a ``weight`` (each value is
+multiplied by it; weight 0 makes it a logged metric, ``info["metrics"]``, that does not count), a name and its
+``on``. A plain callable is a step hook of weight 1. ``info["reward_components"]`` holds the weighted
+components and always sums to the reward. A hook that raises is a recorded ``info["reward_errors"]`` entry (its
+components are missing), never a crash of the run; ``strict=True`` envs re-raise instead.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
 
 if TYPE_CHECKING:
     from aworld_gym.core.actions import ParsedAction
     from aworld_gym.core.task import Task
     from aworld_gym.mcp.hub import ToolResult
 
+__all__ = [
+    "AnswerLengthPenalty",
+    "CallCost",
+    "EpisodeContext",
+    "FormatPenalty",
+    "Hook",
+    "PassRateBonus",
+    "RewardHook",
+    "Rubric",
+    "Scorer",
+    "Scores",
+    "StepContext",
+    "TaskScore",
+    "ToolErrorPenalty",
+    "apply_group_hooks",
+    "apply_hooks",
+    "contains_match",
+    "default_hooks",
+    "exact_match",
+    "get_scorer",
+    "normalize_answer",
+    "register_scorer",
+    "reward_hook",
+]
+
 
 @dataclass
 class StepContext:
-    """Everything a reward hook may look at for one step."""
+    """Everything a step hook may look at for one step (``results[i].structured`` holds MCP structuredContent)."""
 
     task: Task
     turn: int
@@ -39,53 +74,240 @@ class StepContext:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-RewardHook = Callable[[StepContext], "float | Mapping[str, float]"]
-Scorer = Callable[[str, "Task"], "float | bool"]
+@dataclass
+class EpisodeContext:
+    """What an episode hook sees: the task, the env's whole turn log and the last step.
+
+    Attributes:
+        task: the episode's task.
+        turns: the env's turn log (one dict per turn: action, tool calls and results, observation, reward...).
+        last: the context of the step that ended the episode.
+        reward: the episode's reward so far (every step's reward, before episode hooks).
+        components: the episode's reward components so far, summed over its steps.
+    """
+
+    task: Task
+    turns: list[dict[str, Any]]
+    last: StepContext
+    reward: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float | None:
+        return self.last.score
+
+    @property
+    def answer(self) -> str | None:
+        return self.last.answer
+
+    @property
+    def terminated(self) -> bool:
+        return self.last.terminated
+
+    @property
+    def truncation_reason(self) -> str | None:
+        return self.last.truncation_reason
 
 
-# ----- scorers: (answer, task) -> score in [0, 1] ------------------------------------------------------------
-def normalize_answer(text: Any) -> str:
-    """NFKC, case-folded, whitespace collapsed, surrounding quotes and a final period removed."""
-    s = unicodedata.normalize("NFKC", str(text)).casefold().strip()
-    s = re.sub(r"\s+", " ", s)
-    s = s.strip("\"'`")
-    return s[:-1].rstrip() if s.endswith(".") else s
+RewardHook = Callable[..., Any]
+Stage = Literal["step", "episode", "group"]
+_STAGES = ("step", "episode", "group")
 
 
-def exact_match(answer: str, task: Task) -> float:
-    """1.0 when the normalised answer equals the normalised reference (any of them, if a list)."""
-    refs = task.answer if isinstance(task.answer, list | tuple) else [task.answer]
-    got = normalize_answer(answer)
-    return float(any(r is not None and normalize_answer(r) == got for r in refs))
+@dataclass
+class Hook:
+    """A reward hook with its weight, name and stage.
+
+    Args:
+        fn: the hook (sync or async).
+        weight: multiplies every value the hook returns; 0 records the values as metrics only.
+        name: the component name for a hook that returns a bare float (default: ``fn.name`` or its ``__name__``).
+        on: ``"step"``, ``"episode"`` or ``"group"``.
+    """
+
+    fn: Callable[..., Any]
+    weight: float = 1.0
+    name: str | None = None
+    on: Stage = "step"
+
+    def __post_init__(self) -> None:
+        if self.on not in _STAGES:
+            raise ConfigError(f"a reward hook's on= must be one of {_STAGES}, got {self.on!r}")
+        if not callable(self.fn):
+            raise ConfigError(f"a reward hook must be callable, got {type(self.fn).__name__}")
+        self.name = self.name or getattr(self.fn, "name", None) or getattr(self.fn, "__name__", None) or "hook"
 
 
-def contains_match(answer: str, task: Task) -> float:
-    """1.0 when the normalised reference occurs in the normalised answer."""
-    refs = task.answer if isinstance(task.answer, list | tuple) else [task.answer]
-    got = normalize_answer(answer)
-    return float(any(r is not None and normalize_answer(r) in got for r in refs))
+def reward_hook(
+    fn: Callable[..., Any] | None = None, *, weight: float = 1.0, name: str | None = None, on: Stage = "step"
+) -> Any:
+    """Make ``fn`` a :class:`Hook` (usable as ``@reward_hook`` or ``@reward_hook(weight=0.5, on="episode")``)."""
+    if fn is None:
+        return lambda f: Hook(f, weight, name, on)
+    return Hook(fn, weight, name, on)
 
 
-_SCORERS: dict[str, Scorer] = {"exact": exact_match, "contains": contains_match}
+def as_hook(hook: Any) -> Hook:
+    """A :class:`Hook` from a hook or a plain callable (its ``on`` attribute, if any, says where it runs)."""
+    if isinstance(hook, Hook):
+        return hook
+    return Hook(hook, on=getattr(hook, "on", "step"))
 
 
-def register_scorer(name: str, scorer: Scorer) -> None:
-    """Make ``scorer=name`` available."""
-    _SCORERS[name] = scorer
+@dataclass
+class Scores:
+    """What one stage's hooks gave: weighted components (they sum to the reward), weight-0 metrics, errors."""
+
+    components: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.components.values()))
+
+    def add(self, hook: Hook, value: Any) -> None:
+        items = value.items() if isinstance(value, Mapping) else [(hook.name, value)]
+        for key, v in items:
+            v = float(v)
+            if hook.weight == 0:
+                self.metrics[key] = self.metrics.get(key, 0.0) + v
+            else:
+                self.components[key] = self.components.get(key, 0.0) + hook.weight * v
+
+    def merge(self, other: Scores) -> None:
+        for key, v in other.components.items():
+            self.components[key] = self.components.get(key, 0.0) + v
+        for key, v in other.metrics.items():
+            self.metrics[key] = self.metrics.get(key, 0.0) + v
+        self.errors.update(other.errors)
 
 
-def get_scorer(spec: str | Scorer | None) -> Scorer:
-    """Resolve ``scorer=`` (a registered name or a callable ``(answer, task) -> float | bool``)."""
-    if spec is None:
-        return exact_match
-    if isinstance(spec, str):
+class Rubric:
+    """An env's (or a wrapper's) reward hooks, split by stage.
+
+    Args:
+        hooks: hooks, :class:`Hook` objects or plain callables (step hooks of weight 1).
+        strict: re-raise a hook's exception instead of recording it in ``errors``.
+    """
+
+    def __init__(self, hooks: Iterable[Any] = (), strict: bool = False) -> None:
+        self.hooks = [as_hook(h) for h in hooks]
+        self.strict = strict
+        self.step = [h for h in self.hooks if h.on == "step"]
+        self.episode = [h for h in self.hooks if h.on == "episode"]
+        self.group = [h for h in self.hooks if h.on == "group"]
+
+    def score(self, hooks: Sequence[Hook], ctx: Any, run: Callable[[Awaitable[Any]], Any] | None = None) -> Scores:
+        """Run ``hooks`` on ``ctx`` from sync code (an async hook's awaitable is run with ``run``)."""
+        out = Scores()
+        for hook in hooks:
+            try:
+                value = hook.fn(ctx)
+                if inspect.isawaitable(value):
+                    if run is None:
+                        raise ConfigError(f"reward hook {hook.name!r} is async: run it on the async face")
+                    value = run(value)
+                out.add(hook, value)
+            except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
+                self._failed(out, hook, exc)
+        return out
+
+    async def ascore(self, hooks: Sequence[Hook], ctx: Any) -> Scores:
+        """Run ``hooks`` on ``ctx``, awaiting async ones (several async hooks of one stage run concurrently)."""
+        import asyncio
+
+        out = Scores()
+        values: list[Any] = []
+        for hook in hooks:
+            try:
+                values.append(hook.fn(ctx))
+            except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
+                values.append(exc)
+        pending = [(i, v) for i, v in enumerate(values) if inspect.isawaitable(v)]
+        if pending:
+            done = await asyncio.gather(*(v for _, v in pending), return_exceptions=True)
+            for (i, _), v in zip(pending, done, strict=True):
+                values[i] = v
+        for hook, value in zip(hooks, values, strict=True):
+            if isinstance(value, BaseException):
+                if not isinstance(value, Exception):
+                    raise value
+                self._failed(out, hook, value)
+                continue
+            try:
+                out.add(hook, value)
+            except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
+                self._failed(out, hook, exc)
+        return out
+
+    def _failed(self, out: Scores, hook: Hook, exc: Exception) -> None:
+        if self.strict:
+            raise exc
+        out.errors[hook.name or "hook"] = f"{type(exc).__name__}: {exc}"[:1000]
+
+
+# ----- group hooks on trajectory records -----------------------------------------------------------------------
+def group_scores(rubric: Rubric, records: Sequence[Mapping[str, Any]], results: Sequence[Any]) -> list[Scores]:
+    """Turn each group hook's per-episode values (``results[k]``: hook ``k``'s list, or its exception) into Scores."""
+    out = [Scores() for _ in records]
+    for hook, values in zip(rubric.group, results, strict=True):
+        if isinstance(values, Exception) or len(values) != len(records):
+            exc = values if isinstance(values, Exception) else ValueError(
+                f"returned {len(values)} values for a group of {len(records)}"
+            )  # fmt: skip
+            for s in out:
+                rubric._failed(s, hook, exc)
+            continue
+        for s, value in zip(out, values, strict=True):
+            try:
+                s.add(hook, value)
+            except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
+                rubric._failed(s, hook, exc)
+    return out
+
+
+def score_group(
+    rubric: Rubric, records: Sequence[Mapping[str, Any]], run: Callable[[Awaitable[Any]], Any] | None = None
+) -> list[Scores]:
+    """Run the rubric's group hooks on one complete group of trajectory records (async hooks through ``run``)."""
+    results: list[Any] = []
+    for hook in rubric.group:
         try:
-            return _SCORERS[spec]
-        except KeyError:
-            raise ConfigError(f"unknown scorer {spec!r}; known: {sorted(_SCORERS)} or pass a callable") from None
-    if callable(spec):
-        return spec
-    raise ConfigError("scorer must be 'exact', 'contains', another registered name, or a callable")
+            values = hook.fn([dict(r) for r in records])
+            if inspect.isawaitable(values):
+                if run is None:
+                    raise ConfigError(f"group hook {hook.name!r} is async: give a coroutine runner")
+                values = run(values)
+            results.append(list(values))
+        except Exception as exc:
+            if rubric.strict:
+                raise
+            results.append(exc)
+    return group_scores(rubric, records, results)
+
+
+def apply_group_hooks(
+    rubric: Rubric | None, records: Sequence[dict[str, Any]], run: Callable[[Awaitable[Any]], Any] | None = None
+) -> None:
+    """Score one complete group and add each episode's group components to its record."""
+    if rubric is not None and rubric.group and records:
+        add_group_scores(records, score_group(rubric, records, run))
+
+
+def add_group_scores(records: Sequence[dict[str, Any]], scores: Sequence[Scores]) -> None:
+    """Add each episode's group components to its record (reward, reward_components, metrics, reward_errors)."""
+    for rec, s in zip(records, scores, strict=True):
+        comps = dict(rec.get("reward_components") or {})
+        for key, v in s.components.items():
+            comps[key] = comps.get(key, 0.0) + v
+        rec["reward_components"] = comps
+        rec["reward"] = float(rec.get("reward") or 0.0) + s.total
+        rec["group_reward_components"] = dict(s.components)
+        if s.metrics:
+            rec["metrics"] = {**(rec.get("metrics") or {}), **s.metrics}
+        if s.errors:
+            rec["reward_errors"] = {**(rec.get("reward_errors") or {}), **s.errors}
 
 
 # ----- built-in hooks -------------------------------------------------------------------------------------
@@ -120,7 +342,9 @@ class ToolErrorPenalty:
     """``penalty`` per tool call that failed because of the model (unknown tool, bad arguments, tool error, refused)."""
 
     name = "tool_error"
-    model_errors = frozenset({"unknown_tool", "bad_arguments", "too_large", "tool_error", "refused"})
+    model_errors = frozenset(
+        {"unknown_tool", "bad_arguments", "invalid_arguments", "too_large", "tool_error", "refused"}
+    )
 
     def __init__(self, penalty: float = -0.05) -> None:
         self.penalty = penalty
@@ -161,20 +385,29 @@ class AnswerLengthPenalty:
         return {self.name: self.per_char * (len(ctx.answer) - self.free_chars)}
 
 
-def default_hooks() -> list[RewardHook]:
+class PassRateBonus:
+    """Group hook: a solved episode (score >= ``threshold``) gets ``bonus * (1 - pass rate of its group)``, so that
+    solving a task most samples fail pays more; the others get 0."""
+
+    name = "pass_rate_bonus"
+    on = "group"
+
+    def __init__(self, bonus: float = 0.5, threshold: float = 1.0) -> None:
+        self.bonus = bonus
+        self.threshold = threshold
+
+    def __call__(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+        solved = [r.get("score") is not None and float(r["score"]) >= self.threshold - 1e-9 for r in records]
+        rate = sum(solved) / len(records) if records else 0.0
+        return [{self.name: self.bonus * (1.0 - rate) if s else 0.0} for s in solved]
+
+
+def default_hooks() -> list[Any]:
     """Task score, format penalty and tool-error penalty."""
     return [TaskScore(), FormatPenalty(), ToolErrorPenalty()]
 
 
-def apply_hooks(hooks: list[RewardHook], ctx: StepContext) -> dict[str, float]:
-    """Run every hook; a hook returning a bare float is reported under its name (or ``hook<i>``)."""
-    components: dict[str, float] = {}
-    for i, hook in enumerate(hooks):
-        out = hook(ctx)
-        if isinstance(out, Mapping):
-            items = out.items()
-        else:
-            items = [(getattr(hook, "name", None) or getattr(hook, "__name__", None) or f"hook{i}", out)]
-        for key, value in items:
-            components[key] = components.get(key, 0.0) + float(value)
-    return components
+def apply_hooks(hooks: Iterable[Any], ctx: StepContext) -> dict[str, float]:
+    """Run sync step hooks on ``ctx``: the weighted components (a bare float is named after its hook). Raises what a
+    hook raises."""
+    return Rubric(hooks, strict=True).score([as_hook(h) for h in hooks], ctx).components

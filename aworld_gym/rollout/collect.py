@@ -25,9 +25,13 @@ from typing import Any
 import gymnasium as gym
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.faces import check_async
+from aworld_gym.core.rewards import apply_group_hooks
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name, run_coroutine
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.runner import EpisodeRecorder, arun_episode
 from aworld_gym.rollout.sinks import Sink, open_sink
+from aworld_gym.wrappers.reward_shaping import group_hooks
 
 SUCCESS = "answer"
 
@@ -40,6 +44,7 @@ class Job:
     task_index: int
     sample: int
     seed: int
+    group: int = 0
 
 
 @dataclass
@@ -137,12 +142,12 @@ def plan_jobs(n_tasks: int, episodes: int, group_size: int, seed: int, task_orde
         task = order[g]
         if k == 0:
             seen[task] += 1
-        jobs.append(Job(index=i, task_index=task, sample=(seen[task] - 1) * group_size + k, seed=seed + i))
+        jobs.append(Job(index=i, task_index=task, sample=(seen[task] - 1) * group_size + k, seed=seed + i, group=g))
     return jobs
 
 
 def collect(
-    env_id: str,
+    env: EnvLike,
     policy: Policy | Callable[[], Policy],
     *,
     episodes: int,
@@ -160,16 +165,19 @@ def collect(
     progress: bool = True,
     screenshots: str | Path | None = None,
 ) -> Summary:
-    """Run ``episodes`` episodes of ``env_id`` and stream each record to ``sink`` as it finishes.
+    """Run ``episodes`` episodes of ``env`` and stream each record to ``sink`` as it finishes.
 
     Args:
-        env_id: a registered id (``AWorld/Code-v0``).
+        env: a registered id (``AWorld/Code-v0``) or a zero-argument factory returning an env, wrappers included
+            (picklable for Ray: a module-level function or :class:`~aworld_gym.rollout.envs.MakeEnv`). The engines
+            drive the outermost env on its async face.
         policy: a policy, or a picklable zero-argument factory (one policy per worker; required for Ray).
         episodes: how many episodes in all (``resume`` counts those already recorded).
         concurrency: episodes running at once.
-        group_size: samples per task in a row (GRPO groups start G episodes on one task).
+        group_size: samples per task in a row (GRPO groups start G episodes on one task). The env's group reward
+            hooks (its own and its wrappers') run on each complete group before its records are written.
         seed: episode ``i`` resets with ``seed + i``.
-        env_kwargs: passed to ``gym.make``.
+        env_kwargs: passed to ``gym.make`` (with an id).
         sink: a sink or an output path (``.jsonl`` or ``.parquet``); ``None`` keeps only the summary.
         resume: skip the ``(task_id, sample)`` pairs already in the output.
         task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
@@ -189,20 +197,24 @@ def collect(
         raise ValueError("engine must be 'async' or 'ray'")
     if screenshots is not None and engine != "async":
         raise ValueError("screenshots are written by the in-process engine only (engine='async')")
-    kwargs = dict(env_kwargs or {})
+    make = env_factory(env, env_kwargs)
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
     factory = _factory(policy)
-    probe = gym.make(env_id, **kwargs)  # validates the config early and tells how many tasks there are
+    probe = make()  # validates the config early and tells how many tasks there are
+    env_id = env_name(env, probe)
+    check_async(probe)
     tasks = probe.unwrapped.tasks
+    groups = Groups(group_hooks(probe), group_size)
     jobs = plan_jobs(len(tasks), episodes, group_size, seed, task_order)
     done = sink.done_keys() if (sink is not None and resume) else set()
     todo = [j for j in jobs if (tasks[j.task_index].id, j.sample) not in done]
+    groups.expect(todo)
     summary = Summary(env_id, episodes, skipped=len(jobs) - len(todo), engine=engine, concurrency=concurrency)
     summary.path = str(sink.path) if sink is not None else None
     bar = _progress(len(todo), progress, env_id)
 
-    def on_record(record: dict[str, Any]) -> None:
+    def write(record: dict[str, Any]) -> None:
         if sink is not None:
             sink.write(record)
         summary.add(record)
@@ -213,12 +225,16 @@ def collect(
                 eps=f"{summary.recorded / max(time.perf_counter() - t0, 1e-9):.2f}",
             )
 
+    def on_record(job: Job, record: dict[str, Any]) -> None:
+        for rec in groups.add(job, record):
+            write(rec)
+
     t0 = time.perf_counter()
     try:
         if engine == "async":
             asyncio.run(
                 _collect_async(
-                    env_id, factory, todo, concurrency, kwargs, on_record, policy_timeout_s, probe, screenshots
+                    env_id, make, factory, todo, concurrency, on_record, policy_timeout_s, probe, screenshots
                 )
             )
         else:
@@ -226,18 +242,12 @@ def collect(
             from aworld_gym.rollout.ray_engine import collect_ray
 
             collect_ray(
-                env_id,
-                factory,
-                todo,
-                concurrency,
-                kwargs,
-                on_record,
-                policy_timeout_s,
-                ray_address,
-                ray_actors,
+                env_id, make, factory, todo, concurrency, on_record, policy_timeout_s, ray_address, ray_actors,
                 task_ids=tasks.ids,
-            )
+            )  # fmt: skip
     finally:
+        for rec in groups.flush():  # groups cut short (an interrupted run) still reach the sink
+            write(rec)
         summary.wall_s = time.perf_counter() - t0
         if bar is not None:
             bar.close()
@@ -245,6 +255,38 @@ def collect(
             sink.close()
         probe.close()
     return summary
+
+
+class Groups:
+    """Holds a GRPO group's records until the group is complete, runs the group reward hooks, then lets them go."""
+
+    def __init__(self, rubric: Any, group_size: int) -> None:
+        self.rubric = rubric if group_size > 1 else None
+        self.expected: Counter[int] = Counter()
+        self.held: dict[int, list[dict[str, Any]]] = {}
+
+    def expect(self, jobs: list[Job]) -> None:
+        self.expected = Counter(j.group for j in jobs)
+
+    def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.rubric is None:
+            return [record]
+        held = self.held.setdefault(job.group, [])
+        held.append(record)
+        if len(held) < self.expected[job.group]:
+            return []
+        del self.held[job.group]
+        return self._score(held)
+
+    def flush(self) -> list[dict[str, Any]]:
+        out = []
+        for key in list(self.held):
+            out += self._score(self.held.pop(key))
+        return out
+
+    def _score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        apply_group_hooks(self.rubric, records, run_coroutine)
+        return records
 
 
 def _factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
@@ -286,20 +328,17 @@ def failed_record(
 
 async def _collect_async(
     env_id: str,
+    make: Callable[[], gym.Env[str, str]],
     factory: Callable[[], Policy],
     jobs: list[Job],
     concurrency: int,
-    env_kwargs: dict[str, Any],
-    on_record: Callable[[dict[str, Any]], None],
+    on_record: Callable[[Job, dict[str, Any]], None],
     policy_timeout_s: float | None,
     first_env: gym.Env[str, str] | None = None,
     screenshots: str | Path | None = None,
 ) -> None:
     queue = deque(jobs)
     tasks = first_env.unwrapped.tasks if first_env is not None else None
-
-    async def make() -> gym.Env[str, str]:
-        return await asyncio.to_thread(gym.make, env_id, **env_kwargs)
 
     async def worker(k: int) -> None:
         env = None
@@ -310,14 +349,14 @@ async def _collect_async(
                 task_id = tasks[job.task_index].id if tasks is not None else None
                 if env is None:
                     try:
-                        env = await make()
+                        env = await asyncio.to_thread(make)
                     except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
-                        on_record(failed_record(env_id, job, task_id, "env_error", exc, policy))
+                        on_record(job, failed_record(env_id, job, task_id, "env_error", exc, policy))
                         continue
                 record = await run_job(env, policy, env_id, job, policy_timeout_s, screenshots)
                 if record.get("task_id") is None:
                     record["task_id"] = task_id  # reset failed before the env could name its task
-                on_record(record)
+                on_record(job, record)
                 if record["termination"] == "env_error":  # a broken env is replaced, not reused
                     await _aclose(env)
                     env = None
@@ -330,7 +369,7 @@ async def _collect_async(
 
 async def _aclose(env: gym.Env[str, str]) -> None:
     try:
-        await env.unwrapped.aclose()  # type: ignore[attr-defined]
+        await env.aclose()  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - closing a broken env must not stop the run
         pass
 

@@ -1,6 +1,6 @@
 """Policies: what turns an observation into the next action text.
 
-A policy is any object with ``act(env, observation, info) -> str`` (``env`` is the unwrapped env, so a
+A policy is any object with ``act(env, observation, info) -> str`` (``env`` is the unwrapped env, read-only, so a
 policy can read ``env.messages``, ``env.tools`` and, for scripted reference policies, ``env.task``).
 Model-backed policies (OpenAI-compatible endpoints, local HF models) come with the rollout issue.
 """
@@ -68,13 +68,6 @@ async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str,
 
 
 PolicyFactory = Callable[..., Policy]
-# env id -> factory of its scripted reference policy.
-_REFERENCE: dict[str, str] = {
-    "AWorld/Code-v0": "aworld_gym.envs.code.reference:CodeReferencePolicy",
-    "AWorld/GAIA-v0": "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
-    "AWorld/Browser-v0": "aworld_gym.envs.browser.reference:BrowserReferencePolicy",
-    "AWorld/MCP-v0": "aworld_gym.rollout.plan:PlanPolicy",
-}
 
 
 def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -> Policy:
@@ -89,11 +82,18 @@ def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -
     if latency_s < 0:
         raise ConfigError("--policy-latency must be >= 0")
     if name == "reference":
-        target = _REFERENCE.get(env_id)
+        import aworld_gym
+
+        target = aworld_gym.reference_policy(env_id)
         if target is None:
-            raise ConfigError(f"{env_id} has no reference policy; ids with one: {sorted(_REFERENCE)}")
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)(latency_s=latency_s, **kwargs)
+            known = sorted(aworld_gym.REFERENCE_POLICIES)
+            raise ConfigError(
+                f"{env_id} has no reference policy (aworld_gym.register(..., reference_policy=)); ids with one: {known}"
+            )
+        if isinstance(target, str):
+            module, _, attr = target.partition(":")
+            target = getattr(importlib.import_module(module), attr)
+        return target(latency_s=latency_s, **kwargs)
     if name == "openai":
         from aworld_gym.rollout.openai_policy import OpenAIPolicy
 

@@ -41,11 +41,11 @@ class EpisodeWorker:
     """Runs episodes on ``slots`` envs of its own (one asyncio loop; a finished episode frees its env at once)."""
 
     def __init__(
-        self, env_id: str, env_kwargs: dict[str, Any], factory: Callable[[], Policy], slots: int, timeout: float | None
+        self, env_id: str, make: Callable[[], Any], factory: Callable[[], Policy], slots: int, timeout: float | None
     ) -> None:
         import aworld_gym  # noqa: F401 - registers the ids in this worker process
 
-        self.env_id, self.env_kwargs, self.factory, self.timeout = env_id, env_kwargs, factory, timeout
+        self.env_id, self.make, self.factory, self.timeout = env_id, make, factory, timeout
         self.slots = slots
         self._idle: asyncio.Queue[Any] | None = None
         self._made = 0
@@ -56,8 +56,6 @@ class EpisodeWorker:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
     async def run(self, job: Job) -> dict[str, Any]:
-        import gymnasium as gym
-
         from aworld_gym.rollout.collect import run_job
 
         if self._idle is None:
@@ -65,7 +63,7 @@ class EpisodeWorker:
         if self._idle.empty() and self._made < self.slots:
             self._made += 1
             try:
-                env = await asyncio.to_thread(gym.make, self.env_id, **self.env_kwargs)
+                env = await asyncio.to_thread(self.make)
                 policy = self.factory()
             except BaseException:
                 self._made -= 1  # the slot stays usable
@@ -83,7 +81,7 @@ class EpisodeWorker:
             else:  # a broken env (or an error escaping the runner) frees its slot for a fresh one
                 self._made -= 1
                 try:
-                    await env.unwrapped.aclose()
+                    await env.aclose()
                 except Exception:  # noqa: BLE001 - closing a broken env must not stop the actor
                     pass
 
@@ -92,18 +90,18 @@ class EpisodeWorker:
         while self._idle is not None and not self._idle.empty():
             env, _ = self._idle.get_nowait()
             try:
-                await env.unwrapped.aclose()
+                await env.aclose()
             except Exception:  # noqa: BLE001 - best effort before the actor is killed
                 pass
 
 
 def collect_ray(
     env_id: str,
+    make: Callable[[], Any],
     factory: Callable[[], Policy],
     jobs: list[Job],
     concurrency: int,
-    env_kwargs: dict[str, Any],
-    on_record: Callable[[dict[str, Any]], None],
+    on_record: Callable[[Job, dict[str, Any]], None],
     policy_timeout_s: float | None,
     ray_address: str | None,
     ray_actors: int | None,
@@ -119,9 +117,7 @@ def collect_ray(
     remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
 
     def spawn(i: int) -> Any:
-        return remote.options(scheduling_strategy=spread(i)).remote(
-            env_id, env_kwargs, factory, slots, policy_timeout_s
-        )
+        return remote.options(scheduling_strategy=spread(i)).remote(env_id, make, factory, slots, policy_timeout_s)
 
     actors = [spawn(i) for i in range(n_actors)]
     load = {i: 0 for i in range(n_actors)}
@@ -147,7 +143,7 @@ def collect_ray(
                         actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
                 if record.get("task_id") is None:
                     record["task_id"] = task_id
-                on_record(record)
+                on_record(job, record)
     finally:
         closing = [a.close.remote() for a in actors]
         ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first

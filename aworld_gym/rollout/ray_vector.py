@@ -20,14 +20,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
+
 
 class SubEnvActor:
     """Holds one env made with ``gym.make``; every call returns ``("ok", value)`` or ``("error", traceback)``."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, make: Any) -> None:
         import aworld_gym  # noqa: F401 - registers the ids in this worker process
 
-        self.env = gym.make(env_id, **kwargs)
+        self.env = make()  # the outermost env, wrappers included: every call goes through them
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
         try:
@@ -51,11 +53,12 @@ class SubEnvActor:
 
 
 class RayVectorEnv(VectorEnv):
-    """``num_envs`` copies of ``env_id``, each in its own Ray actor.
+    """``num_envs`` copies of an env, each in its own Ray actor.
 
     Args:
         num_envs: how many sub-envs.
-        env_id: the registered id (bound by the registration's ``vector_entry_point``).
+        env_id: the registered id (bound by the registration's ``vector_entry_point``), or a picklable zero-argument
+            factory returning an env, wrappers included (``env_fns`` style).
         ray_address: the Ray cluster to join (``None``: a private local one; ``"auto"``: the running one).
         num_cpus: CPUs reserved per actor (0 by default: tool-bound envs).
         **kwargs: passed to ``gym.make`` for each sub-env.
@@ -64,18 +67,20 @@ class RayVectorEnv(VectorEnv):
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}  # noqa: RUF012
 
     def __init__(
-        self, num_envs: int, env_id: str, ray_address: str | None = None, num_cpus: float = 0, **kwargs: Any
+        self, num_envs: int, env_id: EnvLike, ray_address: str | None = None, num_cpus: float = 0, **kwargs: Any
     ) -> None:
         from aworld_gym.rollout.ray_engine import init_ray
 
         super().__init__()
+        self.make = env_factory(env_id, kwargs)
         self.ray = init_ray(ray_address)
-        self.env_id, self.kwargs, self.num_envs = env_id, kwargs, num_envs
+        self.kwargs, self.num_envs = kwargs, num_envs
         self.autoreset_mode = AutoresetMode.NEXT_STEP
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self._remote = self.ray.remote(num_cpus=num_cpus, max_restarts=0)(SubEnvActor)
         self.actors = [self._spawn(i) for i in range(num_envs)]
-        probe = gym.make(env_id, **kwargs)
+        probe = self.make()
+        self.env_id = env_name(env_id, probe)
         self.single_observation_space = probe.observation_space
         self.single_action_space = probe.action_space
         probe.close()
@@ -91,7 +96,7 @@ class RayVectorEnv(VectorEnv):
     def _spawn(self, i: int) -> Any:
         from aworld_gym.rollout.ray_engine import spread
 
-        return self._remote.options(scheduling_strategy=spread(i)).remote(self.env_id, self.kwargs)
+        return self._remote.options(scheduling_strategy=spread(i)).remote(self.make)
 
     # ----- reset -----------------------------------------------------------------------------------------
     def reset(

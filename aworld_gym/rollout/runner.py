@@ -11,6 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from aworld_gym.core.faces import check_async
 from aworld_gym.rollout.policies import Policy, policy_act
 
 
@@ -30,6 +31,8 @@ class EpisodeRecorder:
         }
         self.turns: list[dict[str, Any]] = []
         self.totals: dict[str, float] = {}
+        self.metrics: dict[str, float] = {}
+        self.reward_errors: dict[str, str] = {}
         self.terminated = self.truncated = False
         self.termination: str | None = None
         self.score: float | None = None
@@ -47,38 +50,39 @@ class EpisodeRecorder:
         out: tuple[Any, ...],
         policy_s: float,
         env_s: float,
-        turn_limit: int | None,
+        env: Any = None,
         sampled: dict[str, Any] | None = None,
     ) -> None:
+        """Record one step from what the outermost env returned; the turn's details come from the env's own turn
+        log (``env.unwrapped.turns``) when it keeps one."""
         obs, reward, terminated, truncated, info = out
         self.policy_s += policy_s
         self.env_s += env_s
-        for k, v in info.get("reward_components", {}).items():
+        components = info.get("reward_components", {})
+        for k, v in components.items():
             self.totals[k] = self.totals.get(k, 0.0) + v
+        for k, v in (info.get("metrics") or {}).items():
+            self.metrics[k] = self.metrics.get(k, 0.0) + v
+        if info.get("reward_errors"):
+            self.reward_errors.update(info["reward_errors"])
         if info.get("score") is not None:
             self.score = info["score"]
         if info.get("answer") is not None:
             self.answer = info["answer"]
         turn = info.get("turn", len(self.turns) + 1)
-        self.turns.append(
-            {
-                "turn": turn,
-                "action": action,
-                "tool_calls": info.get("tool_calls", []),
-                "tool_results": info.get("tool_results", []),
-                "observation": obs,
-                "reward": float(reward),
-                "reward_components": info.get("reward_components", {}),
-                "action_error": info.get("action_error"),
-                "answer": info.get("answer"),
-                "policy_s": policy_s,
-                "env_s": env_s,
-            }
-        )
+        log = getattr(env, "turns", None) if env is not None else None
+        entry = log[-1] if log and log[-1].get("turn") == turn else None
+        if entry is not None:
+            row = {k: v for k, v in entry.items() if k not in ("messages", "step_time_s")}
+        else:
+            row = {"turn": turn, "action": action, "tool_calls": info.get("tool_calls", []),
+                   "tool_results": info.get("tool_results", []), "observation": obs,
+                   "action_error": info.get("action_error"), "answer": info.get("answer")}  # fmt: skip
+        # What the outermost env (wrappers included) returned is the turn's reward.
+        row.update(reward=float(reward), reward_components=components, policy_s=policy_s, env_s=env_s)
+        self.turns.append(row)
         if sampled is not None:  # the policy's sampled tokens/logprobs for this action
             self.turns[-1]["sampled"] = sampled
-        if not (terminated or truncated) and turn_limit is not None and turn >= turn_limit:
-            truncated, info = True, {**info, "truncation_reason": "turn_limit"}
         self.terminated, self.truncated = bool(terminated), bool(truncated)
         if terminated:
             self.termination = "answer"
@@ -102,6 +106,8 @@ class EpisodeRecorder:
                 "num_turns": len(self.turns),
                 "reward": float(sum(self.totals.values())),
                 "reward_components": self.totals,
+                "metrics": self.metrics,
+                "reward_errors": self.reward_errors,
                 "score": self.score,
                 "answer": self.answer,
                 "terminated": self.terminated,
@@ -155,7 +161,7 @@ def run_episode(
                 break
             p1 = time.perf_counter()
             out = env.step(action)
-            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, None, _sampled(policy, unwrapped))
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped, _sampled(policy, unwrapped))
             obs, info = out[0], out[4]
             if shots is not None:
                 shots.save(len(rec.turns), _render_sync(unwrapped))
@@ -175,16 +181,16 @@ async def arun_episode(
     policy_timeout_s: float | None = None,
     screenshots: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Async :func:`run_episode` on the env's async face (``areset``/``astep``); many run on one loop.
-
-    ``env`` may be wrapped (``gym.make``); its id's ``max_episode_steps`` is applied here, since wrappers have no
-    async face. A policy that does not answer within ``policy_timeout_s`` ends the episode as ``policy_error``.
+    """Async :func:`run_episode` on the env's async face (``areset``/``astep`` of the outermost env, wrappers
+    included); many run on one loop. A wrapper without an async face raises
+    :class:`~aworld_gym.core.faces.AsyncFaceError` before the episode starts. A policy that does not answer within
+    ``policy_timeout_s`` ends the episode as ``policy_error``.
     """
+    check_async(env)
     rec = EpisodeRecorder(env_id, policy, seed, sample)
     unwrapped: Any = env.unwrapped
-    limit = env.spec.max_episode_steps if env.spec is not None else None
     try:
-        obs, info = await unwrapped.areset(seed=seed, options=options)
+        obs, info = await env.areset(seed=seed, options=options)  # type: ignore[attr-defined]
         rec.reset_done(info)
         shots = Screenshots.open(screenshots, rec, unwrapped)
         if shots is not None:
@@ -197,8 +203,8 @@ async def arun_episode(
                 rec.failed("policy_error", exc)
                 break
             p1 = time.perf_counter()
-            out = await unwrapped.astep(action)
-            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, limit, _sampled(policy, unwrapped))
+            out = await env.astep(action)  # type: ignore[attr-defined]
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped, _sampled(policy, unwrapped))
             obs, info = out[0], out[4]
             if shots is not None:
                 shots.save(len(rec.turns), await _render_async(unwrapped))

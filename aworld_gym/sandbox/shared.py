@@ -41,22 +41,22 @@ def shared_server(
 
 def python_server_entry(
     server: str, isolation: str, exec_timeout_s: float, memory_mb: int, file_roots: tuple[str, ...] = ()
-) -> tuple[Any, SharedPythonServer | None]:
-    """The ``mcpServers`` entry of the Python-execution server an env asked for, and the shared handle to release.
+) -> Any:
+    """The ``mcpServers`` value of the Python-execution server an env asked for.
 
     Args:
-        server: ``"shared"`` (one server process per driver process), ``"inprocess"``, or an http(s) URL.
+        server: ``"shared"`` (one server process per driver process: a
+            :class:`~aworld_gym.core.resources.LocalServer` the env holds), ``"inprocess"``, or an http(s) URL.
         isolation, exec_timeout_s, memory_mb: sandbox settings (for ``shared`` and ``inprocess``).
         file_roots: folders whose files (the task's attachments) the server may hand in even when they are not
             world-readable.
     """
     from aworld_gym.core.errors import ConfigError
+    from aworld_gym.core.resources import LocalServer
 
     if server == "shared":
         shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots)
-        entry = {"type": "streamable-http", "url": shared.acquire(), "share_session": True,
-                 "headers": {"Authorization": f"Bearer {shared.token}"}}  # fmt: skip
-        return entry, shared
+        return LocalServer(shared, headers={"Authorization": f"Bearer {shared.token}"}, share_session=True)
     if server == "inprocess":
         from aworld_gym.sandbox.runner import Limits, Sandbox
         from aworld_gym.sandbox.server import build_server
@@ -64,7 +64,7 @@ def python_server_entry(
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
-        return build_server(Sandbox(limits, isolation=isolation), file_roots=file_roots), None  # type: ignore[arg-type]
+        return build_server(Sandbox(limits, isolation=isolation), file_roots=file_roots)  # type: ignore[arg-type]
     if server.startswith(("http://", "https://")):
-        return {"type": "streamable-http", "url": server, "share_session": True}, None
+        return {"type": "streamable-http", "url": server, "share_session": True}
     raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")

@@ -183,10 +183,10 @@ class TokenEpisode:
         self._stepped(env, before, out)
 
     async def astep(self, env: Any, text: str) -> None:
-        """Async :meth:`step` through ``env.unwrapped.astep`` (many episodes on one event loop)."""
+        """Async :meth:`step` through the outermost env's ``astep`` (many episodes on one event loop)."""
         before = len(env.unwrapped.messages)
         try:
-            out = await env.unwrapped.astep(text)
+            out = await env.astep(text)
         except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
             out = exc
         self._stepped(env, before, out)

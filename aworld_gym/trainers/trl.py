@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-import gymnasium as gym
-
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.rewards import apply_group_hooks
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name, run_coroutine
 from aworld_gym.trainers.token_rollout import (
     ChatTokens,
     Generate,
@@ -36,6 +36,7 @@ from aworld_gym.trainers.token_rollout import (
     prompt_text,
     run_token_episodes,
 )
+from aworld_gym.wrappers.reward_shaping import group_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +50,16 @@ def _task_prompts(env: Any) -> list[tuple[str, str]]:
     return [(t.id, u.render_prompt(t)) for t in u.tasks]
 
 
-def task_dataset(env_id: str, *, limit: int | None = None, **env_kwargs: Any) -> Any:
+def task_dataset(env_id: EnvLike, *, limit: int | None = None, **env_kwargs: Any) -> Any:
     """A ``datasets.Dataset`` with one row per task of the env: ``prompt`` (conversational) and ``task_id``.
 
-    The prompt is the env's first observation, so :func:`make_rollout_func` finds each row's task from it and
+    ``env_id`` is a registered id (with ``env_kwargs``) or a zero-argument factory returning an env. The prompt is
+    the env's first observation, so :func:`make_rollout_func` finds each row's task from it and
     ``environment_factory``'s ``reset(task_id=...)`` from the ``task_id`` column.
     """
     from datasets import Dataset
 
-    env = gym.make(env_id, **env_kwargs)
+    env = env_factory(env_id, env_kwargs)()
     try:
         rows = [
             {"prompt": [{"role": "user", "content": prompt}], "task_id": tid}
@@ -86,6 +88,38 @@ def component_reward(name: str) -> Callable[..., list[float]]:
 
     reward.__name__ = f"aworld_{name}"
     return reward
+
+
+def run_group_hooks(rubric: Any, summaries: list[dict[str, Any]], keys: Sequence[str]) -> None:
+    """Run group reward hooks on each GRPO group of a batch (the episodes with the same ``key``, e.g. prompt), and
+    fold their components into ``env_reward`` / ``reward_components`` (the fields TRL's reward functions read)."""
+    if rubric is None or not rubric.group:
+        return
+    by_key: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_key.setdefault(key, []).append(i)
+    for idxs in by_key.values():
+        records = [{**summaries[i], "reward": summaries[i]["env_reward"], "score": summaries[i]["task_score"]}
+                   for i in idxs]  # fmt: skip
+        apply_group_hooks(rubric, records, run_coroutine)
+        for i, rec in zip(idxs, records, strict=True):
+            summaries[i]["env_reward"] = rec["reward"]
+            summaries[i]["reward_components"] = rec["reward_components"]
+            summaries[i]["group_reward_components"] = rec.get("group_reward_components", {})
+
+
+def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
+    """A TRL reward function for ``environment_factory`` training: the env's group reward hooks, run on the
+    rollouts of each task in the batch (a GRPO group). Add it to ``reward_funcs`` next to the env's ``get_reward``."""
+    if environments is None:
+        raise ValueError("group_reward needs GRPOTrainer(environment_factory=...): the environments are missing")
+    rubric = group_hooks(environments[0]._env) if environments else None
+    summaries = [
+        {"env_reward": 0.0, "task_score": e.score or 0.0, "reward_components": {}, "task_id": e.task_id}
+        for e in environments
+    ]
+    run_group_hooks(rubric, summaries, [str(e.task_id) for e in environments])
+    return [float(s["env_reward"]) for s in summaries]
 
 
 # ----- generation backends -------------------------------------------------------------------------------
@@ -163,13 +197,14 @@ class AWorldRolloutFunc:
 
     def __init__(
         self,
-        env_id: str,
+        env_id: EnvLike,
         env_kwargs: dict[str, Any],
         *,
         max_workers: int = 8,
         generate: Callable[[Any], Generate] | None = None,
     ) -> None:
-        self.env_id, self.env_kwargs = env_id, env_kwargs
+        self.make = env_factory(env_id, env_kwargs)
+        self.env_id, self.env_kwargs = env_name(env_id), env_kwargs
         self.max_workers = max_workers
         self.make_generate = generate
         self._envs: list[Any] = []
@@ -192,7 +227,7 @@ class AWorldRolloutFunc:
 
     def _env(self, i: int) -> Any:
         while len(self._envs) <= i:
-            self._envs.append(gym.make(self.env_id, **self.env_kwargs))
+            self._envs.append(self.make())
         return self._envs[i]
 
     def _task_of(self, prompt: Any) -> dict[str, Any]:
@@ -243,6 +278,7 @@ class AWorldRolloutFunc:
         )
         self.last_episodes = episodes
         summaries = [ep.summary() for ep in episodes]
+        run_group_hooks(group_hooks(envs[0]), summaries, [prompt_text(p) for p in prompts])
         out: dict[str, Any] = {
             "prompt_ids": [ep.prompt_ids for ep in episodes],
             "completion_ids": [ep.completion_ids for ep in episodes],
@@ -273,12 +309,13 @@ def _close_all() -> None:
 
 
 def make_rollout_func(
-    env_id: str, *, max_workers: int = 8, generate: Callable[[Any], Generate] | None = None, **env_kwargs: Any
+    env_id: EnvLike, *, max_workers: int = 8, generate: Callable[[Any], Generate] | None = None, **env_kwargs: Any
 ) -> AWorldRolloutFunc:
     """A ``rollout_func`` for ``GRPOTrainer`` that runs each prompt as a multi-turn episode of ``env_id``.
 
     Args:
-        env_id: a registered id (``"AWorld/Code-v0"``, ``"AWorld/MCP-v0"``...).
+        env_id: a registered id (``"AWorld/Code-v0"``, ``"AWorld/MCP-v0"``...) or a zero-argument factory that
+            returns an env (wrappers included: the outermost env is stepped).
         max_workers: env steps run concurrently in this many threads.
         generate: ``trainer -> (inputs, max_new_tokens) -> [(ids, logprobs)]``, to override the backend (the
             default is the trainer's vLLM when ``use_vllm=True``, else its HF model).
@@ -286,7 +323,9 @@ def make_rollout_func(
 
     The returned dict holds ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` and the extra fields
     ``env_reward``, ``task_score``, ``reward_components``, ``num_turns``, ``truncation_reason`` and ``task_id``
-    (reward functions receive them as keyword arguments; see :func:`env_reward`).
+    (reward functions receive them as keyword arguments; see :func:`env_reward`). The env's group reward hooks run
+    on the episodes of each prompt in the batch (a GRPO group) and are included in ``env_reward`` and
+    ``reward_components``.
     """
     return AWorldRolloutFunc(env_id, env_kwargs, max_workers=max_workers, generate=generate)
 
@@ -361,15 +400,18 @@ class AWorldToolEnv:
 
     env_id: str = ""
     env_kwargs: dict[str, Any] = {}  # noqa: RUF012 - set per generated subclass
+    make_env: Callable[[], Any] = staticmethod(lambda: None)  # type: ignore[assignment] - set per subclass
     ANSWER_HINT = "\n\nUse the tools as needed; when you know the final answer, call `answer` with it."
 
     def __init__(self) -> None:
-        self._env = gym.make(self.env_id, **self.env_kwargs)
+        self._env = self.make_env()
         self._over = True
         self._return = 0.0
         self.components: dict[str, float] = {}
         self.turns = 0
         self.truncation_reason: str | None = None
+        self.task_id: str | None = None
+        self.score: float | None = None
         _tool_envs.add(self)
 
     def reset(self, **row: Any) -> str | None:
@@ -379,7 +421,9 @@ class AWorldToolEnv:
             options["task_id"] = row["task_id"]
         else:
             options["task"] = adhoc_task(prompt_text(row.get("prompt")))
-        self._env.reset(options=options)
+        _, info = self._env.reset(options=options)
+        self.task_id = info.get("task_id")
+        self.score: float | None = None
         self._over, self._return, self.components, self.turns = False, 0.0, {}, 0
         self.truncation_reason = None
         return self.ANSWER_HINT
@@ -412,6 +456,8 @@ class AWorldToolEnv:
         self._return += float(reward)
         for k, v in (info.get("reward_components") or {}).items():
             self.components[k] = self.components.get(k, 0.0) + float(v)
+        if info.get("score") is not None:
+            self.score = float(info["score"])
         results = info.get("tool_results") or []
         out = "\n".join(r["text"] for r in results) if results else (info.get("action_error") or "")
         if term or trunc:
@@ -436,15 +482,21 @@ def _close_tool_envs() -> None:
             pass
 
 
-def environment_factory(env_id: str, **env_kwargs: Any) -> type[AWorldToolEnv]:
+def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEnv]:
     """A class for ``GRPOTrainer(environment_factory=...)``: one instance per rollout, the env's MCP tools as
-    typed, documented methods, ``answer(answer)`` to finish, ``reset(**row)`` and ``get_reward()``."""
-    probe = gym.make(env_id, **env_kwargs)
+    typed, documented methods, ``answer(answer)`` to finish, ``reset(**row)`` and ``get_reward()``.
+
+    ``env_id`` is a registered id (with ``env_kwargs``) or a zero-argument factory returning an env; each instance
+    steps the outermost env. Add :func:`group_reward` to ``reward_funcs`` to run the env's group reward hooks.
+    """
+    make = env_factory(env_id, env_kwargs)
+    probe = make()
     try:
         schemas = probe.unwrapped.tools
+        name = env_name(env_id, probe)
     finally:
         probe.close()
-    namespace: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs)}
+    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "make_env": staticmethod(make)}
     reserved = set(dir(AWorldToolEnv))
     for schema in schemas:
         name = schema["function"]["name"]
@@ -453,7 +505,7 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[AWorldToolEnv]:
                 f"tool {name!r} of {env_id} cannot be a method name; rename it with allow_tools/deny_tools"
             )
         namespace[name] = _tool_method(name, schema)
-    cls_name = "".join(ch for ch in env_id.title() if ch.isalnum()) + "Tools"
+    cls_name = "".join(ch for ch in name.title() if ch.isalnum()) + "Tools"
     return type(cls_name, (AWorldToolEnv,), namespace)
 
 

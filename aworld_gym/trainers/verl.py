@@ -24,11 +24,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.rollout.envs import env_factory, env_name
 from aworld_gym.trainers.token_rollout import ChatTokens, TokenEpisode, adhoc_task, prompt_text
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
@@ -48,23 +48,25 @@ class EnvPool:
         self.created = 0
 
     @staticmethod
-    def key(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    def key(env_id: Any, env_kwargs: Mapping[str, Any]) -> str:
         loop = id(asyncio.get_running_loop())
-        return json.dumps([loop, env_id, env_kwargs], sort_keys=True, default=str)
+        name = env_id if isinstance(env_id, str) else f"factory:{id(env_id)}"
+        return json.dumps([loop, name, env_kwargs], sort_keys=True, default=str)
 
-    async def acquire(self, env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+    async def acquire(self, env_id: Any, env_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+        """An idle env for ``env_id`` (a registered id with ``env_kwargs``, or a zero-argument factory)."""
         key = self.key(env_id, env_kwargs)
         free = self._free.get(key)
         if free:
             return key, free.pop()
-        env = await asyncio.to_thread(gym.make, env_id, **dict(env_kwargs))
+        env = await asyncio.to_thread(env_factory(env_id, env_kwargs or None))
         self.created += 1
         return key, env
 
     async def release(self, key: str, env: Any, broken: bool = False) -> None:
         if broken or len(self._free.get(key, ())) >= self.max_idle_per_key:
             try:
-                await env.unwrapped.aclose()
+                await env.aclose()
             except Exception:  # a broken env is dropped either way
                 logger.warning("closing an env failed", exc_info=True)
             return
@@ -74,7 +76,7 @@ class EnvPool:
         envs = [e for free in self._free.values() for e in free]
         self._free.clear()
         for env in envs:
-            await env.unwrapped.aclose()
+            await env.aclose()
 
 
 POOL = EnvPool()
@@ -86,6 +88,18 @@ def _chat(tokenizer: Any, kwargs: Mapping[str, Any]) -> ChatTokens:
     if key not in _CHATS:
         _CHATS[key] = ChatTokens(tokenizer, dict(kwargs))
     return _CHATS[key]
+
+
+def _load_factory(spec: Any) -> Any:
+    """A factory from a callable or its import path ``"package.module:function"``; ``None`` for none."""
+    if spec is None or callable(spec):
+        return spec
+    module, _, attr = str(spec).partition(":")
+    if not module or not attr:
+        raise ConfigError(f"env_factory must be a callable or 'package.module:function', got {spec!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), attr)
 
 
 def _plain(obj: Any) -> dict[str, Any]:
@@ -119,24 +133,36 @@ class AWorldAgentLoop(AgentLoopBase):
 
     Args (from the agent-loop YAML entry, besides verl's own):
         env_id: the default environment (a row's ``extra_info.env_id`` wins).
-        env_kwargs: ``gym.make`` kwargs (merged under a row's ``extra_info.env_kwargs``).
+        env_factory: instead of an id, a zero-argument factory returning an env (wrappers included), or its import
+            path ``"package.module:make_env"`` (what a YAML file can hold); a row's ``extra_info.env_factory`` wins.
+        env_kwargs: ``gym.make`` kwargs (merged under a row's ``extra_info.env_kwargs``), with an id only.
     """
 
     def __init__(
-        self, *args: Any, env_id: str | None = None, env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        env_id: str | None = None,
+        env_factory: Any = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our tools are the env's MCP servers
         super().__init__(*args, **kwargs)
         self.env_id = env_id
+        self.env_factory = env_factory
         self.env_kwargs = _plain(env_kwargs or {})
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
-        env_id = extra.get("env_id") or self.env_id
+        factory = _load_factory(extra.get("env_factory") or (None if extra.get("env_id") else self.env_factory))
+        env_id = factory or extra.get("env_id") or self.env_id
         if not env_id:
-            raise ConfigError("aworld_agent needs an env id: extra_info.env_id in the data or env_id in its YAML")
-        env_kwargs = {**self.env_kwargs, **_plain(extra.get("env_kwargs") or {})}
+            raise ConfigError(
+                "aworld_agent needs an env: extra_info.env_id / env_factory in the data, or env_id / env_factory in "
+                "its YAML"
+            )
+        env_kwargs = {} if factory else {**self.env_kwargs, **_plain(extra.get("env_kwargs") or {})}
         options = episode_options(extra, kwargs.get("raw_prompt"))
         chat = _chat(self.tokenizer, self.apply_chat_template_kwargs)
         request_id = uuid.uuid4().hex
@@ -146,7 +172,7 @@ class AWorldAgentLoop(AgentLoopBase):
         started = await self._start(episode, env_id, env_kwargs, options, extra.get("seed"))
         timing["env"] += time.perf_counter() - t
         if isinstance(started, BaseException):
-            return self._failed(episode, started, env_id)
+            return self._failed(episode, started, env_name(env_id))
         key, env = started
         self._logprobs = self._config_logprobs()
         broken = False
@@ -172,10 +198,10 @@ class AWorldAgentLoop(AgentLoopBase):
             raise
         finally:
             await POOL.release(key, env, broken)
-        return self._output(episode, timing, env_id)
+        return self._output(episode, timing, env_name(env_id, env))
 
     async def _start(
-        self, episode: TokenEpisode, env_id: str, env_kwargs: dict[str, Any], options: dict[str, Any], seed: Any
+        self, episode: TokenEpisode, env_id: Any, env_kwargs: dict[str, Any], options: dict[str, Any], seed: Any
     ) -> tuple[str, Any] | BaseException:
         """Reset a pooled env on the row's task (a second try on a fresh env); the error if both fail."""
         error: BaseException | None = None
@@ -185,7 +211,7 @@ class AWorldAgentLoop(AgentLoopBase):
             except Exception as exc:  # noqa: BLE001 - reported in the sample's output, the batch goes on
                 return exc
             try:
-                _, info = await env.unwrapped.areset(seed=seed, options=options)
+                _, info = await env.areset(seed=seed, options=options)
             except Exception as exc:  # noqa: BLE001 - retried once on a fresh env, then reported
                 error = exc
                 await POOL.release(key, env, broken=True)

@@ -117,7 +117,7 @@ def test_a_killed_shared_server_is_restarted_at_the_same_url():
     call = '<tool_call>{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
     try:
         env.reset(options={"task_index": 0})
-        shared = env.unwrapped._shared
+        shared = env.unwrapped.local_server("python")
         url, proc, starts = shared.url, shared.proc, shared.starts
         proc.kill()
         proc.wait()
@@ -162,7 +162,7 @@ def test_the_shared_server_wants_its_token():
     env = gym.make("AWorld/Code-v0")
     try:
         env.reset(options={"task_index": 0})
-        url = env.unwrapped._shared.url
+        url = env.unwrapped.local_server("python").url
         with pytest.raises(ServerError, match="'python'"):
             ToolHub({"mcpServers": {"python": {"type": "streamable-http", "url": url}}}).start()
         wrong = {"type": "streamable-http", "url": url, "headers": {"Authorization": "Bearer guess"}}

@@ -461,3 +461,44 @@ def test_env_that_raises_ends_only_its_episode(tiny):
     # prompts that are not tasks become tasks without answers, with a stable id
     assert prompt_text([{"role": "user", "content": "hi"}]) == "hi"
     assert adhoc_task("hi") == adhoc_task("hi") and adhoc_task("hi")["id"].startswith("adhoc-")
+
+
+def test_one_shaping_wrapper_through_both_trl_adapters(tiny):
+    """The shaping wrapper of an env factory reaches make_rollout_func's fields and environment_factory's reward."""
+    from types import SimpleNamespace
+
+    from tests.helpers import SHAPED, shaped_env
+
+    model, tok = load(tiny)
+    chat = ChatTokens(tok)
+    script = {"n": 0}
+    turns = ['<tool_call>{"name": "add", "arguments": {"a": 0, "b": 1}}</tool_call>', "<answer>1.0</answer>"]
+
+    def scripted(trainer):
+        def generate(inputs, max_new):
+            out = []
+            for ids in inputs:
+                turn = chat.decode(ids).count("<|im_start|>assistant") - 1  # model turns so far
+                out.append(([*chat.encode(turns[min(turn, 1)]), chat.eos_id], None))
+            script["n"] += 1
+            return out
+
+        return generate
+
+    rf = make_rollout_func(shaped_env, generate=scripted)
+    trainer = SimpleNamespace(processing_class=tok, max_completion_length=400, accelerator=None)
+    try:
+        out = rf([[{"role": "user", "content": "What is 0 + 1? Use the add tool."}]] * 2, trainer)
+    finally:
+        rf.close()
+    assert out["reward_components"] == [SHAPED, SHAPED] and out["env_reward"] == [11.0, 11.0]
+
+    cls = environment_factory(shaped_env)
+    env = cls()
+    try:
+        env.reset(task_id="add-0")
+        assert env.add(a=0, b=1) == "1.0"
+        assert env.answer(answer="1.0") == "Your final answer was recorded."
+        assert env.components == SHAPED and env.get_reward() == 11.0
+    finally:
+        env._close()

@@ -165,7 +165,7 @@ def test_envs_are_reused_between_samples(tokenizer):
 
 
 def test_a_row_without_an_env_is_a_clear_error(tokenizer):
-    with pytest.raises(ConfigError, match="needs an env id"):
+    with pytest.raises(ConfigError, match=r"needs an env: extra_info\.env_id"):
         run(make_loop(tokenizer, StandInServer([])), raw_prompt=[], extra_info={})
 
 
@@ -208,3 +208,15 @@ def test_an_env_that_cannot_start_gives_a_zero_sample_not_a_crashed_batch(tokeni
     assert out.reward_score == 0.0 and out.response_mask == [0] and len(out.response_ids) == 1
     assert "no-such-task" in out.extra_fields["error"] and out.extra_fields["truncation_reason"] == "env_error"
     assert server.calls == []  # the model was never asked
+
+
+def test_one_shaping_wrapper_through_the_verl_loop(tokenizer):
+    """An env factory (RewardShaping around the env) from extra_info: the loop steps the outermost env."""
+    from tests.helpers import SHAPED
+
+    call = ids(tokenizer, '<tool_call>{"name": "add", "arguments": {"a": 0, "b": 1}}</tool_call>')
+    server = StandInServer([call, ids(tokenizer, "<answer>1.0</answer>")])
+    extra = {"env_factory": "tests.helpers:shaped_env", "task_id": "add-0"}
+    out = run(make_loop(tokenizer, server), raw_prompt=[{"role": "user", "content": "unused"}], extra_info=extra)
+    assert out.extra_fields["reward_components"] == SHAPED
+    assert out.reward_score == pytest.approx(11.0) and out.extra_fields["env_id"] == "AWorld/MCP-v0"

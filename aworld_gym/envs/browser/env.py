@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError, ServerError
+from aworld_gym.core.resources import LocalServer
 from aworld_gym.core.task import Task
 from aworld_gym.envs.browser.playwright import own_browser_entry, shared_browser
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
@@ -115,46 +116,29 @@ class BrowserEnv(MCPEnv):
         self._intro = ""
         self._episode_key = ""
         self._output_dir: str | None = None
-        self._pages = shared_pages()
-        self.origin = self._pages.acquire().rstrip("/")
-        self._browser = None
-        try:
-            if browser == "shared":
-                server = shared_browser(self.origin, settle_ms)
-                entry: dict[str, Any] = {"type": "streamable-http", "url": server.acquire()}
-                self._browser = server  # only once it holds a reference (a failed acquire holds none)
-            else:
-                entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
-            kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
-            kwargs.setdefault("tool_timeout", 60.0)
-            super().__init__(
-                mcp_config={"mcpServers": {"browser": entry}},
-                tasks=source,
-                scorer=None,
-                allow_tools=AGENT_TOOLS,
-                render_mode=render_mode,
-                **kwargs,
-            )
-        except BaseException:
-            self.release()
-            raise
-        self.hub.guard = self._guard
-        self.hub.hidden_arguments = {k: frozenset(v) for k, v in HIDDEN_ARGUMENTS.items()}
-        self.hub.sequential = True  # one page: a turn's calls (type, type, click) run in the order given
-        self._browser_starts = self._browser.starts if self._browser is not None else 0
+        self.origin = self.hold(shared_pages()).rstrip("/")
+        if browser == "shared":
+            entry: Any = LocalServer(shared_browser(self.origin, settle_ms))
+        else:
+            entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
+        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+        kwargs.setdefault("tool_timeout", 60.0)
+        super().__init__(
+            mcp_config={"mcpServers": {"browser": entry}},
+            tasks=source,
+            scorer=None,
+            allow_tools=AGENT_TOOLS,
+            guard=self._guard,
+            hidden_arguments=HIDDEN_ARGUMENTS,
+            sequential_calls=True,  # one page: a turn's calls (type, type, click) run in the order given
+            render_mode=render_mode,
+            **kwargs,
+        )
 
     # ----- MCPEnv hooks ----------------------------------------------------------------------------------
-    def prepare_episode(self, task: Task) -> None:
+    async def abegin_task(self, task: Task) -> None:
         if task.metadata.get("page") is None:
             raise ConfigError(f"{task.id!r} is not a MiniWoB++ task of AWorld/Browser-v0 (no page to open)")
-        self._pages.ensure_alive()
-        if self._browser is not None:
-            self._browser.ensure_alive()  # a dead server is restarted at the same URL
-            if self._browser.starts != self._browser_starts:  # ... and knows nothing of our old session
-                self._browser_starts = self._browser.starts
-                self.hub.reconnect("browser")
-
-    async def abegin_task(self, task: Task) -> None:
         try:
             await self._open(task)
         except ServerError:
@@ -204,12 +188,6 @@ class BrowserEnv(MCPEnv):
             return np.asarray(image.convert("RGB"))
 
     def release(self) -> None:
-        browser, self._browser = self._browser, None
-        if browser is not None:
-            browser.release()
-        pages, self._pages = getattr(self, "_pages", None), None
-        if pages is not None:
-            pages.release()
         if self._output_dir:
             shutil.rmtree(self._output_dir, ignore_errors=True)
             self._output_dir = None

@@ -59,24 +59,15 @@ class CodeEnv(MCPEnv):
         )
         from aworld_gym.sandbox.shared import python_server_entry
 
-        entry, self._shared = python_server_entry(server, isolation, exec_timeout_s, memory_mb)
-        config: Mapping[str, Any] = {"mcpServers": {"python": entry}}
+        config: Mapping[str, Any] = {"mcpServers": {"python": python_server_entry(server, isolation, exec_timeout_s,
+                                                                                  memory_mb)}}  # fmt: skip
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
-        try:
-            super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
-        except BaseException:
-            if self._shared is not None:
-                self._shared.release()
-            raise
+        super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
         self.exec_timeout_s = exec_timeout_s
         self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
         self.last_verdict: Verdict | None = None
-
-    def prepare_episode(self, task: Task) -> None:
-        if self._shared is not None:
-            self._shared.ensure_alive()  # a crashed server is restarted before the episode
 
     def render_prompt(self, task: Task) -> str:
         return PROMPT_TEMPLATE.format(code=task.prompt, entry_point=task.metadata["entry_point"])
@@ -87,6 +78,3 @@ class CodeEnv(MCPEnv):
 
     def release(self) -> None:
         self.sandbox.close()
-        shared, self._shared = self._shared, None
-        if shared is not None:
-            shared.release()

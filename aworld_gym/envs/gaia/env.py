@@ -90,11 +90,7 @@ class GAIAEnv(MCPEnv):
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("reward_hooks", [TaskScore()])
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
-        try:
-            super().__init__(mcp_config=config, tasks=tasks, scorer=None, **kwargs)
-        except BaseException:
-            self._release()
-            raise
+        super().__init__(mcp_config=config, tasks=tasks, scorer=None, **kwargs)
 
     def _servers(
         self,
@@ -118,21 +114,16 @@ class GAIAEnv(MCPEnv):
                 )
         else:
             servers["search"] = search_server.build_server(search_server.make_backend(spec))
-        python, self._shared = python_server_entry(
+        servers["python"] = python_server_entry(
             python_server, isolation, exec_timeout_s, memory_mb, file_roots=(str(self.data_folder.resolve()),)
         )
-        servers["python"] = python
         return servers
 
-    def prepare_episode(self, task: Task) -> None:
-        if self._shared is not None:
-            self._shared.ensure_alive()
-
-    def _start_episode(self, task: Task) -> tuple[str, dict[str, Any]]:
-        obs, info = super()._start_episode(task)
-        info["dataset"] = SAMPLE_NOTE if self.sample else f"GAIA {self.split} ({self.data_folder})"
-        info["level"] = task.metadata.get("level")
-        return obs, info
+    def reset_info(self, task: Task) -> dict[str, Any]:
+        return {
+            "dataset": SAMPLE_NOTE if self.sample else f"GAIA {self.split} ({self.data_folder})",
+            "level": task.metadata.get("level"),
+        }
 
     def render_prompt(self, task: Task) -> str:
         if not task.files:
@@ -150,14 +141,6 @@ class GAIAEnv(MCPEnv):
         if task.answer is None:
             return None  # the test split hides answers: the answer is recorded, not scored
         return 1.0 if question_scorer(answer, str(task.answer)) else 0.0
-
-    def release(self) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        shared, self._shared = getattr(self, "_shared", None), None
-        if shared is not None:
-            shared.release()
 
 
 def _entry(spec: Any) -> dict[str, Any]:

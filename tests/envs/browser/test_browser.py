@@ -185,7 +185,7 @@ def test_killing_chromium_mid_episode_truncates_with_env_crash_and_the_next_rese
 def test_killing_the_playwright_server_mid_episode_truncates_and_the_next_reset_reconnects():
     with browser_env(task="click-checkboxes") as env:
         env.reset(seed=0)
-        server = env.unwrapped._browser
+        server = env.unwrapped.local_server("browser")
         starts = server.starts
         for pid in server.pids:
             os.kill(pid, signal.SIGKILL)
@@ -198,7 +198,7 @@ def test_killing_the_playwright_server_mid_episode_truncates_and_the_next_reset_
 def test_when_the_playwright_server_dies_its_browser_goes_too_and_reset_restarts_both():
     with browser_env(task="click-test") as env:
         env.reset(seed=0)
-        server = env.unwrapped._browser
+        server = env.unwrapped.local_server("browser")
         old = chromium_pids()
 
         def alive() -> set[int]:

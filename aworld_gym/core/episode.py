@@ -1,0 +1,129 @@
+"""One episode model: how a step ends (a pure decision over the step's facts) and the env's one turn log.
+
+The ending's precedence, first match wins:
+
+===================  ============  ===========  =====================
+fact                 terminated    truncated    truncation_reason
+===================  ============  ===========  =====================
+answer submitted     yes           no           -
+crash (env lost it)  no            yes          ``env_crash``
+infrastructure error no            yes          ``env_crash`` (server died) / ``tool_timeout``
+task done by itself  yes           no           -
+over the budget      no            yes          ``token_budget``
+at the turn limit    no            yes          ``turn_limit``
+===================  ============  ===========  =====================
+
+The turn log (``env.turns``) is kept once, by the env: each turn holds the action, the tool calls and results, the
+observation, the reward and its components, and the chat messages the turn added. ``env.messages`` (the OpenAI
+message history) is derived from it; recorders and trainer adapters read it instead of rebuilding it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aworld_gym.core.actions import ParsedAction
+    from aworld_gym.mcp.hub import ToolResult
+
+TRUNCATION_REASONS = ("turn_limit", "token_budget", "tool_timeout", "env_crash")
+
+
+@dataclass
+class TaskState:
+    """What an env whose task can end by itself (a web page's done flag) reads after a step's tool calls.
+
+    Attributes:
+        done: the task is over: the step terminates with ``score``.
+        score: the task's score (its raw reward), given when ``done``.
+        crash: the env lost the task's state (e.g. the browser died): the step truncates with ``env_crash``.
+        note: text shown after the last tool response (e.g. the page as it is now); the tool result itself is
+            not changed.
+        info: reported as ``info["task_state"]``.
+    """
+
+    done: bool = False
+    score: float | None = None
+    crash: str | None = None
+    note: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What happened in one step, as far as the ending is concerned.
+
+    Attributes:
+        answered: the action submitted a final answer.
+        crash: the env lost the task's state or its tool layer raised (its description).
+        infra_error: ``"server_died"`` or ``"timeout"`` when a tool call failed for infrastructure reasons and the
+            env ends episodes on those (``truncate_on_infra_error``).
+        task_done: the task ended by itself (a web page's done flag).
+        over_budget: the episode's character budget is spent.
+        at_turn_limit: this was the last turn allowed.
+    """
+
+    answered: bool = False
+    crash: str | None = None
+    infra_error: str | None = None
+    task_done: bool = False
+    over_budget: bool = False
+    at_turn_limit: bool = False
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a step ends the episode (``terminated`` and ``truncated`` are never both true)."""
+
+    terminated: bool = False
+    truncated: bool = False
+    reason: str | None = None
+
+    @property
+    def over(self) -> bool:
+        return self.terminated or self.truncated
+
+
+def decide_ending(facts: StepFacts) -> Ending:
+    """The step's ending; see the module's table for the precedence."""
+    if facts.answered:
+        return Ending(terminated=True)
+    if facts.crash is not None:
+        return Ending(truncated=True, reason="env_crash")
+    if facts.infra_error is not None:
+        return Ending(truncated=True, reason="env_crash" if facts.infra_error == "server_died" else "tool_timeout")
+    if facts.task_done:
+        return Ending(terminated=True)
+    if facts.over_budget:
+        return Ending(truncated=True, reason="token_budget")
+    if facts.at_turn_limit:
+        return Ending(truncated=True, reason="turn_limit")
+    return Ending()
+
+
+def turn_messages(
+    parsed: ParsedAction, results: list[ToolResult], tool_texts: list[str], feedback: str | None
+) -> list[dict[str, Any]]:
+    """The chat messages one turn adds: the assistant's message (with its tool calls), one tool message per result
+    (``tool_texts``: what the model is shown of each), and the env's feedback as a user message (format errors,
+    a missing tool call), if any."""
+    msg: dict[str, Any] = {"role": "assistant", "content": parsed.content if results else parsed.text}
+    if results:
+        msg["tool_calls"] = [
+            {
+                "id": r.call.id,
+                "type": "function",
+                "function": {"name": r.call.name, "arguments": json.dumps(r.call.arguments, ensure_ascii=False)},
+            }
+            for r in results
+        ]
+    out = [msg]
+    out += [
+        {"role": "tool", "tool_call_id": r.call.id, "name": r.call.name, "content": text}
+        for r, text in zip(results, tool_texts, strict=True)
+    ]
+    if feedback:
+        out.append({"role": "user", "content": feedback})
+    return out

@@ -1,0 +1,140 @@
+"""One step's conclusion: the ending, the observation, the info, the rewards and the turn log entry.
+
+Shared by both faces of :class:`~aworld_gym.core.env.MCPEnv` (``self`` is the env). Tool results are rendered as
+they came back from the hub, never changed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from aworld_gym.core.actions import ParsedAction
+from aworld_gym.core.episode import StepFacts, TaskState, decide_ending, turn_messages
+from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
+from aworld_gym.core.rewards import EpisodeContext, Scores, StepContext
+from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
+
+if TYPE_CHECKING:
+    from aworld_gym.core.env import MCPEnv
+
+
+def conclude_step(
+    self: MCPEnv, parsed: ParsedAction, results: list[ToolResult], crash: str | None, score: float | None,
+    state: TaskState | None,
+) -> tuple[StepContext, str, dict[str, Any]]:  # fmt: skip
+    """Decide the ending and render the observation (the tool results are not changed)."""
+    assert self.task is not None
+    if state is not None and crash is None:
+        crash = state.crash
+    errors = list(parsed.errors)
+    infra = [r.error for r in results if r.error in (TIMEOUT, SERVER_DIED)]
+    task_done = bool(state is not None and state.done and results)
+    texts = [r.text for r in results]
+    if state is not None and state.note and texts:
+        texts[-1] += "\n" + state.note
+    parts = ["Format error: " + "; ".join(errors) + ". " + FORMAT_HINT] if errors else []
+    if parsed.answer is not None:
+        parts.append("Your final answer was recorded.")
+    elif crash is not None:
+        errors.append(f"the tool infrastructure failed: {crash}")
+        parts.append(f"Error: the tool infrastructure failed ({crash}). The episode ends here.")
+    elif results:
+        parts.append(render_tool_responses(texts))
+        errors += [f"{r.call.name}: {r.text.removeprefix('Error: ')}" for r in results if r.is_error]
+        if task_done:
+            score = state.score if state is not None else None
+            parts.append("The task is over.")
+    elif not errors:
+        errors.append("no tool call and no final answer")
+        parts.append("Your message contained no tool call and no final answer. " + FORMAT_HINT)
+    obs = self._bound("\n".join(parts))
+    self._chars += len(parsed.text) + len(obs)
+    limit = self.turn_limit
+    facts = StepFacts(
+        answered=parsed.answer is not None,
+        crash=crash if parsed.answer is None else None,
+        infra_error=(SERVER_DIED if SERVER_DIED in infra else TIMEOUT) if infra and self.truncate_on_infra_error
+        else None,
+        task_done=task_done,
+        over_budget=self.max_episode_chars is not None and self._chars >= self.max_episode_chars,
+        at_turn_limit=limit is not None and self.turn >= limit,
+    )  # fmt: skip
+    ending = decide_ending(facts)
+    if not ending.terminated:
+        score = None if parsed.answer is None else score
+    action_error = "; ".join(errors) or None
+    ctx = StepContext(task=self.task, turn=self.turn, action=parsed.text, parsed=parsed, results=results,
+                      answer=parsed.answer, score=score, action_error=action_error,
+                      terminated=ending.terminated, truncated=ending.truncated,
+                      truncation_reason=ending.reason)  # fmt: skip
+    feedback = None
+    if (parsed.answer is None or parsed.errors) and (not results or parsed.errors):
+        feedback = obs if not results else obs.split("\n<tool_response>", 1)[0]
+    info: dict[str, Any] = {
+        "task_id": self.task.id,
+        "turn": self.turn,
+        "tool_calls": [c.to_dict() for c in parsed.tool_calls],
+        "tool_results": [r.to_dict() for r in results],
+        "action_error": action_error,
+        "answer": parsed.answer,
+        "score": score,
+        "_messages": turn_messages(parsed, results, texts, feedback),
+    }
+    if ending.truncated:
+        info["truncation_reason"] = ending.reason
+    if state is not None:
+        info["task_state"] = state.info
+    return ctx, obs, info
+
+
+def episode_context(self: MCPEnv, ctx: StepContext) -> EpisodeContext:
+    """The finished episode: the whole turn log (the last turn included) and its reward so far."""
+    return EpisodeContext(ctx.task, self.turns, ctx, self.episode_reward, dict(self.episode_components))
+
+
+def finish_step(
+    self: MCPEnv, ctx: StepContext, obs: str, info: dict[str, Any], steps: Scores
+) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    """Add the step's rewards, append the turn to the log, and return the step's 5-tuple."""
+    self.last_context = ctx
+    info["step_time_s"] = time.perf_counter() - self._step_started
+    messages = info.pop("_messages")
+    self.turns.append(
+        {
+            "turn": self.turn,
+            "action": ctx.action,
+            "tool_calls": info["tool_calls"],
+            "tool_results": info["tool_results"],
+            "observation": obs,
+            "reward": 0.0,
+            "reward_components": {},
+            "action_error": ctx.action_error,
+            "answer": ctx.answer,
+            "step_time_s": info["step_time_s"],
+            "messages": messages,
+        }
+    )
+    self._done = ctx.terminated or ctx.truncated
+    return add_scores(self, (obs, 0.0, ctx.terminated, ctx.truncated, info), steps)
+
+
+def add_scores(
+    self: MCPEnv, out: tuple[str, float, bool, bool, dict[str, Any]], scores: Scores
+) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    """Add ``scores`` (a step's, then its episode hooks') to the step's reward, its info and the turn log."""
+    obs, reward, terminated, truncated, info = out
+    components = dict(info.get("reward_components") or {})
+    for k, v in scores.components.items():
+        components[k] = components.get(k, 0.0) + v
+        self.episode_components[k] = self.episode_components.get(k, 0.0) + v
+    reward = float(reward) + scores.total
+    self.episode_reward += scores.total
+    info["reward_components"] = components
+    if scores.metrics:
+        info["metrics"] = {**info.get("metrics", {}), **scores.metrics}
+    if scores.errors:
+        info["reward_errors"] = {**info.get("reward_errors", {}), **scores.errors}
+    self.turns[-1]["reward"] = reward
+    self.turns[-1]["reward_components"] = dict(components)
+    return obs, reward, terminated, truncated, info

@@ -1,0 +1,86 @@
+"""Env sources: a registered id or a picklable zero-argument factory, accepted by every engine and adapter.
+
+``collect``, ``RayVectorEnv``, ``make_rollout_func``, ``environment_factory``, ``task_dataset`` and the verl loop
+all take ``env`` as either a registered id (``"AWorld/Code-v0"``, made with ``gym.make(id, **env_kwargs)``) or a
+factory that returns an env, wrappers included (``lambda: RewardShaping(gym.make(...), hooks)`` in-process; a
+module-level function or a :class:`MakeEnv` where it must be pickled, e.g. for Ray).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from aworld_gym.core.errors import ConfigError
+
+EnvFactory = Callable[[], gym.Env[Any, Any]]
+EnvLike = str | EnvFactory
+
+
+@dataclass(frozen=True)
+class MakeEnv:
+    """A picklable factory: ``gym.make(env_id, **kwargs)`` (registering the AWorld ids first)."""
+
+    env_id: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self) -> gym.Env[Any, Any]:
+        import aworld_gym  # noqa: F401 - registers the ids in a fresh worker process
+
+        return gym.make(self.env_id, **dict(self.kwargs))
+
+
+def env_factory(env: EnvLike, env_kwargs: Mapping[str, Any] | None = None) -> EnvFactory:
+    """A zero-argument factory for ``env`` (an id, with ``env_kwargs``, or already a factory)."""
+    if isinstance(env, str):
+        return MakeEnv(env, dict(env_kwargs or {}))
+    if isinstance(env, gym.Env):
+        raise ConfigError("pass an env id or a zero-argument factory that returns an env, not an env instance")
+    if not callable(env):
+        raise ConfigError(f"env must be a registered id or a zero-argument factory, got {type(env).__name__}")
+    if env_kwargs:
+        raise ConfigError("env_kwargs go with an env id; a factory makes its env itself")
+    return env
+
+
+def env_name(env: EnvLike, made: gym.Env[Any, Any] | None = None) -> str:
+    """A name for records: the id, else the made env's spec id, else the factory's name."""
+    if isinstance(env, str):
+        return env
+    if isinstance(env, MakeEnv):
+        return env.env_id
+    spec = getattr(made, "spec", None) if made is not None else None
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    return getattr(env, "__qualname__", None) or type(env).__name__
+
+
+def run_coroutine(coro: Awaitable[Any]) -> Any:
+    """Run ``coro`` to its end from sync code, even inside a running event loop (on a private loop in a thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_wrap(coro))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(_wrap(coro))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="aworld-coroutine")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _wrap(coro: Awaitable[Any]) -> Any:
+    return await coro
