@@ -122,3 +122,17 @@ def shaped_env(n: int = 4):
 
 # The components of a solved plan task in shaped_env: the task score and the bonus, on the answer step.
 SHAPED = {"task": 1.0, "bonus": 10.0}
+
+
+def count_group(group) -> list[dict]:
+    """A group reward hook: each member gets the group's size and its rank by reward (for the group tests)."""
+    order = sorted(range(len(group)), key=lambda i: -group[i]["reward"])
+    return [{"group_size": float(len(group)), "rank": float(order.index(i))} for i in range(len(group))]
+
+
+def grouped_env(n: int = 4):
+    """shaped_env plus a group hook (weight 0.1)."""
+    from aworld_gym.core.rewards import Hook
+    from aworld_gym.wrappers import RewardShaping
+
+    return RewardShaping(shaped_env(n), [Hook(count_group, on="group", weight=0.1)])

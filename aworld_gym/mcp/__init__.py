@@ -1,6 +1,7 @@
-"""MCP plumbing: AWorld-style server configs and the ToolHub."""
+"""MCP plumbing: AWorld-style server configs, the ToolHub, and plain functions as an in-process server."""
 
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
+from aworld_gym.mcp.functions import FunctionTools, function_server
 from aworld_gym.mcp.hub import ToolHub, ToolResult
 
-__all__ = ["ServerSpec", "ToolHub", "ToolResult", "parse_mcp_config"]
+__all__ = ["FunctionTools", "ServerSpec", "ToolHub", "ToolResult", "function_server", "parse_mcp_config"]

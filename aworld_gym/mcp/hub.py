@@ -1,4 +1,9 @@
-"""ToolHub: every MCP server of an env behind one tool namespace, with a sync and an async face."""
+"""ToolHub: every MCP server of an env behind one tool namespace, with a sync and an async face.
+
+The hub owns the sessions and routes calls; the pieces live next to it: ``namespace`` (which tools the agent
+sees, under which names), ``arguments`` (what may be sent), ``calls`` (sending one call and reading how it
+ended) and ``results`` (:class:`ToolResult` and its error kinds, re-exported here).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from typing import Any, TypeVar
 
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.errors import ConfigError, ServerError
-from aworld_gym.mcp.arguments import check_arguments
+from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import POOL, Connection
@@ -220,7 +225,8 @@ class ToolHub:
         """Call any tool of the servers for the env's own use (no allow-list, no guard, not shown to the agent).
 
         Returns the raw ``CallToolResult`` (images included); raises :class:`ServerError` when the server is down,
-        the call times out or fails in transport. A tool-level error comes back as a result with ``is_error``.
+        the call times out or fails in transport, or the arguments cannot be sent (a lone surrogate, ``NaN``...:
+        the session is left alone). A tool-level error comes back as a result with ``is_error``.
         """
         return await self._loop.arun(self._call_internal(tool, dict(arguments or {})))
 
@@ -370,6 +376,9 @@ class ToolHub:
                      any(t.name == raw for t in c.tools)), None)  # fmt: skip
         if conn is None:
             raise ServerError(f"no server has a tool named {name!r}")
+        problem = json_problem(arguments, self.max_argument_depth)
+        if problem is not None:  # sending them would kill the session
+            raise ServerError(f"the arguments of {name!r} cannot be sent: {problem}")
         await self._ensure_alive(conn)
         if not conn.alive or conn.client is None:
             raise ServerError(f"tool server {conn.spec.name!r} is down")

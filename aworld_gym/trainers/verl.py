@@ -28,9 +28,12 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.rewards import add_group_scores
 from aworld_gym.rollout.envs import env_factory, env_name
+from aworld_gym.trainers.groups import gate
 from aworld_gym.trainers.token_rollout import ChatTokens, TokenEpisode, adhoc_task, prompt_text
 from aworld_gym.trainers.verl_data import AGENT_NAME
+from aworld_gym.wrappers.reward_shaping import group_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +105,14 @@ def _load_factory(spec: Any) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def _group_record(out: AgentLoopOutput) -> dict[str, Any]:
+    """What a group reward hook sees of one sample (the shape of a trajectory record)."""
+    f = out.extra_fields
+    return {"task_id": f["task_id"], "score": f["task_score"], "reward": out.reward_score,
+            "reward_components": dict(f["reward_components"]), "num_turns": out.num_turns,
+            "truncation_reason": f["truncation_reason"]}  # fmt: skip
+
+
 def _plain(obj: Any) -> dict[str, Any]:
     """A plain dict from a dict or an OmegaConf DictConfig (what hydra hands the YAML's values over as)."""
     try:
@@ -154,6 +165,27 @@ class AWorldAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        uid = kwargs.get("uid")
+        if uid is None:
+            return (await self._run(sampling_params, **kwargs))[0]
+        uid, groups = str(uid), gate()
+        groups.enter(uid)  # before any await: every member of this worker's group has entered when one leaves
+        try:
+            out, rubric = await self._run(sampling_params, **kwargs)
+        except BaseException:
+            await groups.leave(uid, None, None)
+            raise
+        record = None if rubric is None else _group_record(out)
+        scores = await groups.leave(uid, record, rubric)
+        if record is not None and scores is not None:  # the env's group reward hooks, on the complete group
+            add_group_scores([record], [scores])
+            out.reward_score = record["reward"]
+            out.extra_fields.update(reward_components=record["reward_components"], env_reward=record["reward"],
+                                    group_reward_components=record["group_reward_components"])  # fmt: skip
+        return out
+
+    async def _run(self, sampling_params: dict[str, Any], **kwargs: Any) -> tuple[AgentLoopOutput, Any]:
+        """One episode; returns its output and the env's group hooks (``None``: none, or the env did not start)."""
         extra = dict(kwargs.get("extra_info") or {})
         factory = _load_factory(extra.get("env_factory") or (None if extra.get("env_id") else self.env_factory))
         env_id = factory or extra.get("env_id") or self.env_id
@@ -172,8 +204,9 @@ class AWorldAgentLoop(AgentLoopBase):
         started = await self._start(episode, env_id, env_kwargs, options, extra.get("seed"))
         timing["env"] += time.perf_counter() - t
         if isinstance(started, BaseException):
-            return self._failed(episode, started, env_name(env_id))
+            return self._failed(episode, started, env_name(env_id)), None
         key, env = started
+        rubric = group_hooks(env)
         self._logprobs = self._config_logprobs()
         broken = False
         try:
@@ -198,7 +231,7 @@ class AWorldAgentLoop(AgentLoopBase):
             raise
         finally:
             await POOL.release(key, env, broken)
-        return self._output(episode, timing, env_name(env_id, env))
+        return self._output(episode, timing, env_name(env_id, env)), rubric
 
     async def _start(
         self, episode: TokenEpisode, env_id: Any, env_kwargs: dict[str, Any], options: dict[str, Any], seed: Any

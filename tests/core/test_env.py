@@ -345,3 +345,19 @@ def test_task_state_hooks_end_crash_or_annotate_the_episode(face):
     env, (obs, reward, term, trunc, info) = episode("note")
     assert not (term or trunc) and "5.0\nPAGE NOW: fine" in obs and info["task_state"] == {"k": 1}
     assert env.messages[-1]["role"] == "tool" and env.messages[-1]["content"].endswith("PAGE NOW: fine")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"text": "\\ud800"}', '{"text": NaN}', '{"text": ' + "[" * 40 + "1" + "]" * 40 + "}"],
+    ids=["lone-surrogate", "nan", "too-deep"],
+)
+def test_unsendable_arguments_are_the_models_error_and_the_session_stays(config, arguments):
+    env = make(config)
+    env.reset(options={"task_id": "echo"})
+    obs, r, term, trunc, info = env.step(f'<tool_call>{{"name": "echo", "arguments": {arguments}}}</tool_call>')
+    assert info["tool_results"][0]["error"] == "invalid_arguments"
+    assert not (term or trunc) and info["reward_components"] == {"tool_error": -0.05}
+    obs, *_ = env.step(tc("echo", text="still here"))
+    assert obs == "<tool_response>\nstill here\n</tool_response>" and env.unwrapped.hub.restarts == 0
+    env.close()

@@ -92,3 +92,32 @@ def test_the_turn_log_is_kept_once_and_read_by_the_recorder():
     assert [m["role"] for m in derived] == ["system", "user", "assistant", "tool", "assistant"]
     assert record["reward"] == 1.0 and record["termination"] == "answer"
     env.close()
+
+
+class BrokenCheck(MCPEnv):
+    async def acheck_task(self, task, results):
+        raise KeyError("a bug in the env")
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_strict_reraises_the_envs_own_bugs(face):
+    async def arun(env):
+        await env.areset(options={"task_id": "echo"})
+        try:
+            return await env.astep(tc("echo", text="hi"))
+        finally:
+            await env.aclose()
+
+    def run(env):
+        if face == "async":
+            return asyncio.run(arun(env))
+        env.reset(options={"task_id": "echo"})
+        try:
+            return env.step(tc("echo", text="hi"))
+        finally:
+            env.close()
+
+    obs, r, te, tr, info = run(BrokenCheck({"mcpServers": {"demo": build_server}}, TASKS))
+    assert tr and info["truncation_reason"] == "env_crash" and "a bug in the env" in info["action_error"]
+    with pytest.raises(KeyError, match="a bug in the env"):
+        run(BrokenCheck({"mcpServers": {"demo": build_server}}, TASKS, strict=True))

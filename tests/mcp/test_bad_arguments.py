@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aworld_gym.core.actions import HermesParser, ToolCall
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.mcp.arguments import json_problem
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.functions import function_server
@@ -98,6 +98,14 @@ def test_model_text_with_escapes_goes_through_the_real_parser(hub):
 def test_other_argument_errors_keep_their_kinds(hub):
     r = hub.call([ToolCall("add", {"a": 1}), ToolCall("echo", {"text": "y" * 300_000}), ToolCall("echo", {"t": 1})])
     assert [x.error for x in r] == ["bad_arguments", "too_large", "bad_arguments"]
+    assert_still_serving(hub)
+
+
+def test_env_internal_calls_are_checked_too(hub):
+    """The env's own calls (acall_internal) raise ServerError for unsendable arguments, before touching the session."""
+    with pytest.raises(ServerError, match=r"'echo' cannot be sent: the string at text holds a lone surrogate"):
+        hub.run_sync(hub.acall_internal("echo", {"text": "\ud800"}))
+    assert hub.run_sync(hub.acall_internal("echo", {"text": "fine"})).content[0].text == "fine"
     assert_still_serving(hub)
 
 

@@ -493,6 +493,17 @@ def test_one_shaping_wrapper_through_both_trl_adapters(tiny):
         rf.close()
     assert out["reward_components"] == [SHAPED, SHAPED] and out["env_reward"] == [11.0, 11.0]
 
+    from tests.helpers import grouped_env
+
+    rf = make_rollout_func(grouped_env, generate=scripted)
+    try:  # two prompts of one task (a GRPO group of 2) and one of another (a group of 1)
+        prompts = [[{"role": "user", "content": f"What is {i} + 1? Use the add tool."}] for i in (0, 0, 1)]
+        out = rf(prompts, trainer)
+    finally:
+        rf.close()
+    sizes = [c["group_size"] for c in out["reward_components"]]
+    assert sizes == [pytest.approx(0.2), pytest.approx(0.2), pytest.approx(0.1)]
+
     cls = environment_factory(shaped_env)
     env = cls()
     try:
@@ -502,3 +513,11 @@ def test_one_shaping_wrapper_through_both_trl_adapters(tiny):
         assert env.components == SHAPED and env.get_reward() == 11.0
     finally:
         env._close()
+
+
+def test_task_dataset_from_a_factory():
+    from tests.helpers import shaped_env
+
+    ds = task_dataset(shaped_env)
+    assert ds["task_id"] == ["add-0", "add-1", "add-2", "add-3"]
+    assert ds[1]["prompt"] == [{"role": "user", "content": "What is 1 + 1? Use the add tool."}]

@@ -220,3 +220,37 @@ def test_one_shaping_wrapper_through_the_verl_loop(tokenizer):
     out = run(make_loop(tokenizer, server), raw_prompt=[{"role": "user", "content": "unused"}], extra_info=extra)
     assert out.extra_fields["reward_components"] == SHAPED
     assert out.reward_score == pytest.approx(11.0) and out.extra_fields["env_id"] == "AWorld/MCP-v0"
+
+
+def test_group_hooks_run_on_the_complete_group(tokenizer):
+    """verl runs each sample as its own task; the loop holds a group's samples (same uid) and scores them together."""
+    call = ids(tokenizer, '<tool_call>{"name": "add", "arguments": {"a": 0, "b": 1}}</tool_call>')
+    right, wrong = ids(tokenizer, "<answer>1.0</answer>"), ids(tokenizer, "<answer>7</answer>")
+
+    class Server(StandInServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            await asyncio.sleep(0.01)
+            first = request_id not in self.seen
+            self.seen.add(request_id)
+            ids_ = call if first else (right if len(self.seen) % 2 else wrong)
+            return TokenOutput(token_ids=ids_, log_probs=[LOGPROB] * len(ids_), stop_reason="completed")
+
+    server = Server([])
+    server.seen = set()
+    extra = {"env_factory": "tests.helpers:grouped_env", "task_id": "add-0"}
+
+    async def main():
+        rows = [dict(raw_prompt=[], extra_info=extra, uid="g1") for _ in range(3)]
+        rows.append(dict(raw_prompt=[], extra_info={"env_id": "AWorld/Nope-v0"}, uid="g1"))  # fails to start
+        tasks = [make_loop(tokenizer, server).run({"temperature": 1.0}, **r) for r in rows]
+        return await asyncio.gather(*tasks)
+
+    outs = asyncio.run(main())
+    good = outs[:3]
+    assert outs[3].extra_fields["error"]  # the failed member does not hold the group up
+    assert all(o.extra_fields["group_reward_components"]["group_size"] == pytest.approx(0.3) for o in good)
+    ranks = sorted(o.extra_fields["group_reward_components"]["rank"] for o in good)
+    assert ranks == pytest.approx([0.0, 0.1, 0.2])
+    for o in good:
+        assert o.reward_score == pytest.approx(o.extra_fields["env_reward"])
+        assert o.reward_score == pytest.approx(sum(o.extra_fields["reward_components"].values()))

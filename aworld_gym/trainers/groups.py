@@ -1,0 +1,72 @@
+"""GRPO groups inside a trainer that runs one sample per coroutine (verl's agent loop).
+
+verl starts every sample of a worker's chunk as its own task on one event loop, all at once, and gives each the
+group's ``uid``. A sample *enters* its group before its first await (so when any sample finishes, every member on
+this worker has entered), and *leaves* with its record once its episode is over; the last to leave runs the group
+reward hooks on the whole group, and every member gets its own share. A member that fails leaves without a record.
+Members that verl placed on another worker (a group split by chunking) are not seen: the group is then the members
+on this worker, recorded as ``group_size`` in each record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_gym.core.rewards import Rubric, Scores, score_group
+
+
+@dataclass
+class _Group:
+    expected: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[Scores] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class GroupGate:
+    """The open groups of one event loop, keyed by ``uid``."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, _Group] = {}
+
+    def enter(self, uid: str) -> None:
+        self._groups.setdefault(uid, _Group()).expected += 1
+
+    async def leave(self, uid: str, record: dict[str, Any] | None, rubric: Rubric | None) -> Scores | None:
+        """Hand in this member's record (``None``: it failed); returns its group scores once the group is whole."""
+        group = self._groups[uid]
+        index = len(group.records) if record is not None else -1
+        if record is not None:
+            group.records.append(record)
+        else:
+            group.expected -= 1
+        if len(group.records) >= group.expected and not group.done.is_set():
+            self._groups.pop(uid, None)
+            if rubric is not None and rubric.group and group.records:
+                from aworld_gym.rollout.envs import run_coroutine
+
+                group.scores = await asyncio.to_thread(score_group, rubric, group.records, run_coroutine)
+            group.done.set()
+        else:
+            await group.done.wait()
+        if index < 0 or not group.scores:
+            return None
+        return group.scores[index]
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+
+_GATES: dict[Any, GroupGate] = {}
+
+
+def gate() -> GroupGate:
+    """The gate of the running event loop."""
+    loop = asyncio.get_running_loop()
+    if loop not in _GATES:
+        for old in [k for k in _GATES if k.is_closed()]:
+            del _GATES[old]
+        _GATES[loop] = GroupGate()
+    return _GATES[loop]
