@@ -167,6 +167,8 @@ def _decode_call(payload: str, index: int) -> tuple[ToolCall | None, str | None]
         obj = json.loads(payload)
     except json.JSONDecodeError as exc:
         return None, f"tool call #{index}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except RecursionError:
+        return None, f"tool call #{index}: the JSON is nested too deeply to read; send flatter arguments"
     if not isinstance(obj, dict):
         return None, f'tool call #{index}: expected a JSON object {{"name": ..., "arguments": {{...}}}}'
     name = obj.get("name")
@@ -177,7 +179,7 @@ def _decode_call(payload: str, index: int) -> tuple[ToolCall | None, str | None]
         # Some models double-encode the arguments object.
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None, f'tool call #{index} ({name}): "arguments" is a string that is not a JSON object'
     if args is None:
         args = {}

@@ -58,6 +58,7 @@ class MCPEnv(gym.Env[str, str]):
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
         max_tool_output_chars: tool output beyond this is cut, with a note.
         max_argument_chars: a call whose JSON arguments are longer is refused.
+        max_argument_depth: arguments nested deeper are refused (``invalid_arguments``).
         max_observation_chars: bound of the observation space.
         reward_hooks: hooks replacing the defaults (task score, format and tool-error penalties); see
             :mod:`aworld_gym.core.rewards` for weights, async hooks, episode and group hooks.
@@ -90,6 +91,7 @@ class MCPEnv(gym.Env[str, str]):
         max_episode_chars: int | None = None,
         max_tool_output_chars: int = 20_000,
         max_argument_chars: int = 200_000,
+        max_argument_depth: int = 32,
         max_observation_chars: int = 1_000_000,
         reward_hooks: Sequence[Any] | None = None,
         truncate_on_infra_error: bool = True,
@@ -123,6 +125,7 @@ class MCPEnv(gym.Env[str, str]):
                 call_timeout=tool_timeout,
                 max_output_chars=max_tool_output_chars,
                 max_argument_chars=max_argument_chars,
+                max_argument_depth=max_argument_depth,
                 guard=guard,
                 hidden_arguments=hidden_arguments,
                 sequential=sequential_calls,
@@ -146,6 +149,7 @@ class MCPEnv(gym.Env[str, str]):
         self.episode_components: dict[str, float] = {}
         self._head: list[dict[str, Any]] = []
         self._wrapper_turn_limit: int | None = None
+        self.turn_limit: int | None = max_turns  # the smaller of max_turns and a TimeLimit's (limit_turns)
         self._chars = 0
         self._done = True
         self._tools: list[dict[str, Any]] | None = None
@@ -288,6 +292,8 @@ class MCPEnv(gym.Env[str, str]):
     def limit_turns(self, limit: int | None) -> None:
         """Set by Gymnasium's ``TimeLimit`` at each reset: the env ends that turn itself (``turn_limit``)."""
         self._wrapper_turn_limit = limit
+        limits = [n for n in (self.max_turns, limit) if n is not None and n > 0]
+        self.turn_limit = min(limits) if limits else None
 
     # ----- views -----------------------------------------------------------------------------------------
     @property
@@ -306,11 +312,6 @@ class MCPEnv(gym.Env[str, str]):
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-format message history, derived from the turn log."""
         return [*self._head, *(m for t in self.turns for m in t["messages"])]
-
-    @property
-    def turn_limit(self) -> int | None:
-        limits = [n for n in (self.max_turns, self._wrapper_turn_limit) if n is not None and n > 0]
-        return min(limits) if limits else None
 
     # ----- internals -------------------------------------------------------------------------------------
     def _overrides(self, hook: str) -> bool:

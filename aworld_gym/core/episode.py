@@ -51,7 +51,7 @@ class TaskState:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepFacts:
     """What happened in one step, as far as the ending is concerned.
 
@@ -86,21 +86,26 @@ class Ending:
         return self.terminated or self.truncated
 
 
+_GOES_ON = Ending()
+_TERMINATED = Ending(terminated=True)
+_TRUNCATED = {r: Ending(truncated=True, reason=r) for r in TRUNCATION_REASONS}
+
+
 def decide_ending(facts: StepFacts) -> Ending:
     """The step's ending; see the module's table for the precedence."""
     if facts.answered:
-        return Ending(terminated=True)
+        return _TERMINATED
     if facts.crash is not None:
-        return Ending(truncated=True, reason="env_crash")
+        return _TRUNCATED["env_crash"]
     if facts.infra_error is not None:
-        return Ending(truncated=True, reason="env_crash" if facts.infra_error == "server_died" else "tool_timeout")
+        return _TRUNCATED["env_crash" if facts.infra_error == "server_died" else "tool_timeout"]
     if facts.task_done:
-        return Ending(terminated=True)
+        return _TERMINATED
     if facts.over_budget:
-        return Ending(truncated=True, reason="token_budget")
+        return _TRUNCATED["token_budget"]
     if facts.at_turn_limit:
-        return Ending(truncated=True, reason="turn_limit")
-    return Ending()
+        return _TRUNCATED["turn_limit"]
+    return _GOES_ON
 
 
 def turn_messages(

@@ -167,6 +167,8 @@ class Scores:
         return float(sum(self.components.values()))
 
     def add(self, hook: Hook, value: Any) -> None:
+        if type(value) is dict and not value:
+            return  # the common "nothing this step"
         items = value.items() if isinstance(value, Mapping) else [(hook.name, value)]
         for key, v in items:
             v = float(v)
@@ -204,6 +206,10 @@ class Rubric:
         for hook in hooks:
             try:
                 value = hook.fn(ctx)
+                if type(value) is dict:
+                    if value:
+                        out.add(hook, value)
+                    continue
                 if inspect.isawaitable(value):
                     if run is None:
                         raise ConfigError(f"reward hook {hook.name!r} is async: run it on the async face")

@@ -98,8 +98,20 @@ def finish_step(
 ) -> tuple[str, float, bool, bool, dict[str, Any]]:
     """Add the step's rewards, append the turn to the log, and return the step's 5-tuple."""
     self.last_context = ctx
-    info["step_time_s"] = time.perf_counter() - self._step_started
-    messages = info.pop("_messages")
+    now = time.perf_counter()
+    info["step_time_s"] = now - self._step_started
+    components = steps.components
+    reward = steps.total if components else 0.0
+    if components:
+        totals = self.episode_components
+        for k, v in components.items():
+            totals[k] = totals.get(k, 0.0) + v
+        self.episode_reward += reward
+    info["reward_components"] = components
+    if steps.metrics:
+        info["metrics"] = steps.metrics
+    if steps.errors:
+        info["reward_errors"] = steps.errors
     self.turns.append(
         {
             "turn": self.turn,
@@ -107,22 +119,22 @@ def finish_step(
             "tool_calls": info["tool_calls"],
             "tool_results": info["tool_results"],
             "observation": obs,
-            "reward": 0.0,
-            "reward_components": {},
+            "reward": reward,
+            "reward_components": dict(components),
             "action_error": ctx.action_error,
             "answer": ctx.answer,
             "step_time_s": info["step_time_s"],
-            "messages": messages,
+            "messages": info.pop("_messages"),
         }
     )
     self._done = ctx.terminated or ctx.truncated
-    return add_scores(self, (obs, 0.0, ctx.terminated, ctx.truncated, info), steps)
+    return obs, reward, ctx.terminated, ctx.truncated, info
 
 
 def add_scores(
     self: MCPEnv, out: tuple[str, float, bool, bool, dict[str, Any]], scores: Scores
 ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-    """Add ``scores`` (a step's, then its episode hooks') to the step's reward, its info and the turn log."""
+    """Add ``scores`` (a step's episode hooks') to the step's reward, its info and the turn log."""
     obs, reward, terminated, truncated, info = out
     components = dict(info.get("reward_components") or {})
     for k, v in scores.components.items():

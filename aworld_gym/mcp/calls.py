@@ -133,5 +133,5 @@ def make_result(
         server=tool.conn.spec.name,
         latency_s=time.perf_counter() - start,
         truncated=cut,
-        structured=structured,
+        structured=None if cut else structured,  # a cut result keeps no uncut copy
     )

@@ -47,7 +47,8 @@ class ToolResult:
         return self.error is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record (``info["tool_results"]``); ``"structured"`` only when the server sent some."""
+        """A JSON-ready record (``info["tool_results"]``); ``"structured"`` only when the server sent some that the
+        text does not already say (the SDK's ``{"result": value}`` wrapper of a typed return is left out)."""
         out = {
             "id": self.call.id,
             "name": self.call.name,
@@ -57,9 +58,19 @@ class ToolResult:
             "latency_s": round(self.latency_s, 6),
             "truncated": self.truncated,
         }
-        if self.structured is not None:
+        if self.structured is not None and not _echoes(self.structured, self.text):
             out["structured"] = self.structured
         return out
+
+
+def _echoes(structured: Any, text: str) -> bool:
+    """Whether ``structured`` is only the ``{"result": value}`` wrapper of what ``text`` already shows."""
+    if not isinstance(structured, dict) or len(structured) != 1 or "result" not in structured:
+        return False
+    value = structured["result"]
+    if isinstance(value, str):
+        return value == text
+    return isinstance(value, int | float | bool) or value is None
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:

@@ -105,3 +105,11 @@ def test_pluggable_parsers():
     assert isinstance(get_parser(Upper()), Upper)
     with pytest.raises(ConfigError, match="unknown action_format"):
         get_parser("nope")
+
+
+def test_json_nested_too_deeply_is_a_format_error_not_a_crash():
+    from aworld_gym.core.actions import HermesParser
+
+    deep = '<tool_call>{"name": "echo", "arguments": {"text": ' + "[" * 100_000 + "]" * 100_000 + "}}</tool_call>"
+    parsed = HermesParser().parse(deep)
+    assert not parsed.tool_calls and "nested too deeply" in parsed.errors[0]

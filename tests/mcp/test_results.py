@@ -57,3 +57,17 @@ def test_to_dict_keys_without_structured_content():
     assert r.to_dict() == {"id": "x", "name": "t", "server": None, "text": "out", "error": None, "latency_s": 0.123457,
                            "truncated": False}  # fmt: skip
     assert truncate("abcdef", 3) == ("abc\n[... output truncated: showing the first 3 of 6 characters]", True)
+
+
+def test_the_sdk_result_wrapper_is_not_copied_into_records_and_cut_results_keep_no_copy():
+    from aworld_gym.core.actions import ToolCall
+    from aworld_gym.mcp.demo_server import build_server
+    from aworld_gym.mcp.hub import ToolHub, ToolResult
+
+    call = ToolCall("add", {"a": 1, "b": 2}, "1")
+    assert "structured" not in ToolResult(call, "3.0", structured={"result": 3.0}).to_dict()
+    assert "structured" not in ToolResult(call, "hi", structured={"result": "hi"}).to_dict()
+    assert ToolResult(call, "[1, 2]", structured={"result": [1, 2]}).to_dict()["structured"] == {"result": [1, 2]}
+    with ToolHub(servers={"demo": build_server}, max_output_chars=5) as hub:
+        (long,) = hub.call([ToolCall("echo", {"text": "x" * 50}, "2")])
+    assert long.truncated and long.structured is None
