@@ -83,15 +83,20 @@ def register_envs() -> list[str]:
     return list(ENV_IDS)
 
 
-def _vector_entry_point(env_id: str) -> Any:
-    """RayVectorEnv with the id bound, imported only when a vector env is made (no Ray at import)."""
+class _VectorEntry:
+    """RayVectorEnv with the id bound, imported only when a vector env is made (no Ray at import); picklable."""
 
-    def make(num_envs: int = 1, **kwargs: Any) -> Any:
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, num_envs: int = 1, **kwargs: Any) -> Any:
         from aworld_gym.rollout.ray_vector import RayVectorEnv
 
-        return RayVectorEnv(num_envs=num_envs, env_id=env_id, **kwargs)
+        return RayVectorEnv(num_envs=num_envs, env_id=self.env_id, **kwargs)
 
-    return make
+
+def _vector_entry_point(env_id: str) -> Any:
+    return _VectorEntry(env_id)
 
 
 def _install_faces() -> None:

@@ -15,6 +15,7 @@ Both faces (``reset``/``step``/``close`` and ``areset``/``astep``/``aclose``) ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -130,26 +131,26 @@ class MCPEnv(gym.Env[str, str]):
                 hidden_arguments=hidden_arguments,
                 sequential=sequential_calls,
             )
+            self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
+            self.observation_space = UnicodeText(max_observation_chars)
+            self.action_space = UnicodeText(max_observation_chars)
         except BaseException:
-            self._holdings.release()
+            self._failed_init()
             raise
         self.preamble = system_prompt
         self.max_turns = max_turns
         self.max_episode_chars = max_episode_chars
         self.strict = strict
-        self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
         self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
-        self.observation_space = UnicodeText(max_observation_chars)
-        self.action_space = UnicodeText(max_observation_chars)
         self.turns: list[dict[str, Any]] = []
         self.task: Task | None = None
         self.turn = 0
         self.episode_reward = 0.0
         self.episode_components: dict[str, float] = {}
         self._head: list[dict[str, Any]] = []
-        self._wrapper_turn_limit: int | None = None
-        self.turn_limit: int | None = max_turns  # the smaller of max_turns and a TimeLimit's (limit_turns)
+        self._pending_limit: int | None = None  # what the TimeLimits around the env said during this reset
+        self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
         self._chars = 0
         self._done = True
         self._tools: list[dict[str, Any]] | None = None
@@ -158,6 +159,7 @@ class MCPEnv(gym.Env[str, str]):
     # ----- Gymnasium API ---------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         task = self._begin_reset(seed, options)
+        self._check_resources()
         self.prepare_episode(task)
         self.hub.begin_episode(files=self.task_files(task))
         if self._overrides("abegin_task"):
@@ -169,6 +171,7 @@ class MCPEnv(gym.Env[str, str]):
     ) -> tuple[str, dict[str, Any]]:
         """Async :meth:`reset` for collectors running many envs on one event loop."""
         task = self._begin_reset(seed, options)
+        await asyncio.to_thread(self._check_resources)  # a restart may take seconds: not on the loop
         await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         await self.abegin_task(task)
@@ -186,7 +189,10 @@ class MCPEnv(gym.Env[str, str]):
                     state = self.hub.run_sync(self._acheck(results))
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = self._crash(exc)
-        score = self._score_answer(parsed)
+        try:
+            score = self._score_answer(parsed)
+        except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
+            score, crash = None, self._crash(exc)
         ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
         out = finish_step(self, ctx, obs, info, self.rubric.score(self.rubric.step, ctx, self.hub.run_sync))
         if (ctx.terminated or ctx.truncated) and self.rubric.episode:
@@ -206,7 +212,10 @@ class MCPEnv(gym.Env[str, str]):
                 state = await self._acheck(results)
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = self._crash(exc)
-        score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
+        try:
+            score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
+        except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
+            score, crash = None, self._crash(exc)
         ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
         out = finish_step(self, ctx, obs, info, await self.rubric.ascore(self.rubric.step, ctx))
         if (ctx.terminated or ctx.truncated) and self.rubric.episode:
@@ -290,10 +299,10 @@ class MCPEnv(gym.Env[str, str]):
         return next((h.resource for h in self._holdings.items if h.server_name == name), None)
 
     def limit_turns(self, limit: int | None) -> None:
-        """Set by Gymnasium's ``TimeLimit`` at each reset: the env ends that turn itself (``turn_limit``)."""
-        self._wrapper_turn_limit = limit
-        limits = [n for n in (self.max_turns, limit) if n is not None and n > 0]
-        self.turn_limit = min(limits) if limits else None
+        """Called by each Gymnasium ``TimeLimit`` around the env as it resets it: the env ends the smallest such
+        turn itself (``turn_limit``). A reset without a ``TimeLimit`` around it uses ``max_turns`` only."""
+        if limit is not None and limit > 0:
+            self._pending_limit = limit if self._pending_limit is None else min(self._pending_limit, limit)
 
     # ----- views -----------------------------------------------------------------------------------------
     @property
@@ -321,9 +330,21 @@ class MCPEnv(gym.Env[str, str]):
     def _begin_reset(self, seed: int | None, options: dict[str, Any] | None) -> Task:
         super().reset(seed=seed)
         task = self._pick_task(options or {})
+        limits = [n for n in (self.max_turns, self._pending_limit) if n is not None and n > 0]
+        self.turn_limit, self._pending_limit = (min(limits) if limits else None), None
+        return task
+
+    def _check_resources(self) -> None:
         for name in self._holdings.check():
             self.hub.reconnect(name)  # the server was restarted and knows nothing of our session
-        return task
+
+    def _failed_init(self) -> None:
+        """Construction failed: release what was held (and what the subclass made before ``super().__init__``)."""
+        try:
+            with contextlib.suppress(Exception):
+                self.release()
+        finally:
+            self._holdings.release()
 
     def _crash(self, exc: Exception) -> str:
         if self.strict:

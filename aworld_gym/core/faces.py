@@ -234,13 +234,26 @@ async def _wrapper_aclose(self: gym.Wrapper) -> None:
 
 
 def check_async(env: Any) -> None:
-    """Raise :class:`AsyncFaceError` if any wrapper of ``env`` has no async face (checked before an episode runs)."""
+    """Raise :class:`AsyncFaceError` if any wrapper of ``env`` has no async face (checked before an episode runs),
+    including a subclass that overrides ``step`` below the class whose ``astep`` it would inherit."""
     layer = env
     while isinstance(layer, gym.Wrapper):
         for method, table in (("reset", _RESETS), ("step", _STEPS), ("close", _CLOSES)):
             if getattr(type(layer), "a" + method) is _FACES[method]:
                 _resolve(table, layer, method)
+            elif _overridden_below(type(layer), method):
+                raise _no_face(layer, method)
         layer = layer.env
+
+
+def _owner(cls: type, name: str) -> type | None:
+    return next((c for c in cls.__mro__ if name in c.__dict__), None)
+
+
+def _overridden_below(cls: type, method: str) -> bool:
+    """``method`` is defined further down the class tree than the ``a<method>`` the class inherits."""
+    sync, coro = _owner(cls, method), _owner(cls, "a" + method)
+    return sync is not None and coro is not None and sync is not coro and issubclass(sync, coro)
 
 
 _FACES = {"reset": _wrapper_areset, "step": _wrapper_astep, "close": _wrapper_aclose}

@@ -56,6 +56,12 @@ class LocalServer:
     def __deepcopy__(self, memo: dict[int, Any]) -> LocalServer:
         return self  # a handle on a process-wide server: gym.make's deep copy of kwargs must keep it
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a LocalServer is a handle on a server process of this process and cannot be sent to another one (Ray): "
+            "create it inside the env (our envs do, e.g. AWorld/Code-v0 with server='shared')"
+        )
+
 
 @dataclass
 class Held:

@@ -170,8 +170,8 @@ class Scores:
         if type(value) is dict and not value:
             return  # the common "nothing this step"
         items = value.items() if isinstance(value, Mapping) else [(hook.name, value)]
-        for key, v in items:
-            v = float(v)
+        values = [(key, float(v)) for key, v in items]  # all or nothing: a bad value adds none of the hook's
+        for key, v in values:
             if hook.weight == 0:
                 self.metrics[key] = self.metrics.get(key, 0.0) + v
             else:

@@ -34,7 +34,8 @@ def conclude_step(
     if state is not None and state.note and texts:
         texts[-1] += "\n" + state.note
     parts = ["Format error: " + "; ".join(errors) + ". " + FORMAT_HINT] if errors else []
-    if parsed.answer is not None:
+    answered = parsed.answer is not None and crash is None  # a crash with an answer: the scorer failed
+    if answered:
         parts.append("Your final answer was recorded.")
     elif crash is not None:
         errors.append(f"the tool infrastructure failed: {crash}")
@@ -52,8 +53,8 @@ def conclude_step(
     self._chars += len(parsed.text) + len(obs)
     limit = self.turn_limit
     facts = StepFacts(
-        answered=parsed.answer is not None,
-        crash=crash if parsed.answer is None else None,
+        answered=answered,
+        crash=crash,
         infra_error=(SERVER_DIED if SERVER_DIED in infra else TIMEOUT) if infra and self.truncate_on_infra_error
         else None,
         task_done=task_done,
@@ -62,7 +63,7 @@ def conclude_step(
     )  # fmt: skip
     ending = decide_ending(facts)
     if not ending.terminated:
-        score = None if parsed.answer is None else score
+        score = None
     action_error = "; ".join(errors) or None
     ctx = StepContext(task=self.task, turn=self.turn, action=parsed.text, parsed=parsed, results=results,
                       answer=parsed.answer, score=score, action_error=action_error,

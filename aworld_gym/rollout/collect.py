@@ -17,7 +17,7 @@ import asyncio
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,19 +202,13 @@ def collect(
         sink = open_sink(sink, resume=resume)
     factory = _factory(policy)
     probe = make()  # validates the config early and tells how many tasks there are
-    env_id = env_name(env, probe)
-    check_async(probe)
-    tasks = probe.unwrapped.tasks
-    groups = Groups(group_hooks(probe), group_size)
-    jobs = plan_jobs(len(tasks), episodes, group_size, seed, task_order)
-    done = sink.done_keys() if (sink is not None and resume) else set()
-    todo = [j for j in jobs if (tasks[j.task_index].id, j.sample) not in done]
-    groups.expect(todo)
-    summary = Summary(env_id, episodes, skipped=len(jobs) - len(todo), engine=engine, concurrency=concurrency)
-    summary.path = str(sink.path) if sink is not None else None
-    bar = _progress(len(todo), progress, env_id)
+    t0 = time.perf_counter()
+    summary: Summary | None = None
+    bar = None
+    groups: Groups | None = None
 
     def write(record: dict[str, Any]) -> None:
+        assert summary is not None
         if sink is not None:
             sink.write(record)
         summary.add(record)
@@ -225,16 +219,35 @@ def collect(
                 eps=f"{summary.recorded / max(time.perf_counter() - t0, 1e-9):.2f}",
             )
 
-    def on_record(job: Job, record: dict[str, Any]) -> None:
-        for rec in groups.add(job, record):
+    def on_record(job: Job, record: dict[str, Any]) -> None:  # the Ray engine's driver loop
+        assert groups is not None
+        for rec in groups.score(groups.add(job, record)):
             write(rec)
 
-    t0 = time.perf_counter()
+    async def on_record_async(job: Job, record: dict[str, Any]) -> None:  # in-process: hooks off the loop
+        assert groups is not None
+        ready = groups.add(job, record)
+        if ready and groups.rubric is not None:
+            ready = await asyncio.to_thread(groups.score, ready)
+        for rec in ready:
+            write(rec)
+
     try:
+        env_id = env_name(env, probe)
+        check_async(probe)
+        tasks = probe.unwrapped.tasks
+        jobs = plan_jobs(len(tasks), episodes, group_size, seed, task_order)
+        done = sink.done_keys() if (sink is not None and resume) else set()
+        todo = [j for j in jobs if (tasks[j.task_index].id, j.sample) not in done]
+        groups = Groups(group_hooks(probe), group_size, jobs, todo)
+        summary = Summary(env_id, episodes, skipped=len(jobs) - len(todo), engine=engine, concurrency=concurrency)
+        summary.path = str(sink.path) if sink is not None else None
+        bar = _progress(len(todo), progress, env_id)
+        t0 = time.perf_counter()
         if engine == "async":
             asyncio.run(
                 _collect_async(
-                    env_id, make, factory, todo, concurrency, on_record, policy_timeout_s, probe, screenshots
+                    env_id, make, factory, todo, concurrency, on_record_async, policy_timeout_s, probe, screenshots
                 )
             )
         else:
@@ -246,9 +259,11 @@ def collect(
                 task_ids=tasks.ids,
             )  # fmt: skip
     finally:
-        for rec in groups.flush():  # groups cut short (an interrupted run) still reach the sink
-            write(rec)
-        summary.wall_s = time.perf_counter() - t0
+        if groups is not None:
+            for rec in groups.score(groups.flush()):  # groups cut short (an interrupted run) still reach the sink
+                write(rec)
+        if summary is not None:
+            summary.wall_s = time.perf_counter() - t0
         if bar is not None:
             bar.close()
         if sink is not None:
@@ -258,34 +273,43 @@ def collect(
 
 
 class Groups:
-    """Holds a GRPO group's records until the group is complete, runs the group reward hooks, then lets them go."""
+    """Holds a GRPO group's records until the group is complete, then hands them over to be scored by the group
+    reward hooks (each record says ``group_complete``: False for a group cut short, or split by a resume)."""
 
-    def __init__(self, rubric: Any, group_size: int) -> None:
+    def __init__(self, rubric: Any, group_size: int, jobs: list[Job], todo: list[Job]) -> None:
         self.rubric = rubric if group_size > 1 else None
-        self.expected: Counter[int] = Counter()
+        self.size: Counter[int] = Counter(j.group for j in jobs)
+        self.expected: Counter[int] = Counter(j.group for j in todo)
         self.held: dict[int, list[dict[str, Any]]] = {}
-
-    def expect(self, jobs: list[Job]) -> None:
-        self.expected = Counter(j.group for j in jobs)
+        self.group_of: dict[int, int] = {}
 
     def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """The records that are ready: this one alone (no group hooks), or its whole group once complete."""
         if self.rubric is None:
             return [record]
         held = self.held.setdefault(job.group, [])
         held.append(record)
+        self.group_of[id(record)] = job.group
         if len(held) < self.expected[job.group]:
             return []
-        del self.held[job.group]
-        return self._score(held)
+        return self.held.pop(job.group)
 
     def flush(self) -> list[dict[str, Any]]:
         out = []
         for key in list(self.held):
-            out += self._score(self.held.pop(key))
+            out += self.held.pop(key)
         return out
 
-    def _score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        apply_group_hooks(self.rubric, records, run_coroutine)
+    def score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.rubric is None or not records:
+            return records
+        by_group: dict[int, list[dict[str, Any]]] = {}
+        for rec in records:
+            by_group.setdefault(self.group_of.pop(id(rec)), []).append(rec)
+        for g, members in by_group.items():
+            apply_group_hooks(self.rubric, members, run_coroutine)
+            for rec in members:
+                rec["group_complete"] = len(members) == self.size[g]
         return records
 
 
@@ -332,7 +356,7 @@ async def _collect_async(
     factory: Callable[[], Policy],
     jobs: list[Job],
     concurrency: int,
-    on_record: Callable[[Job, dict[str, Any]], None],
+    on_record: Callable[[Job, dict[str, Any]], Awaitable[None]],
     policy_timeout_s: float | None,
     first_env: gym.Env[str, str] | None = None,
     screenshots: str | Path | None = None,
@@ -351,12 +375,12 @@ async def _collect_async(
                     try:
                         env = await asyncio.to_thread(make)
                     except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
-                        on_record(job, failed_record(env_id, job, task_id, "env_error", exc, policy))
+                        await on_record(job, failed_record(env_id, job, task_id, "env_error", exc, policy))
                         continue
                 record = await run_job(env, policy, env_id, job, policy_timeout_s, screenshots)
                 if record.get("task_id") is None:
                     record["task_id"] = task_id  # reset failed before the env could name its task
-                on_record(job, record)
+                await on_record(job, record)
                 if record["termination"] == "env_error":  # a broken env is replaced, not reused
                     await _aclose(env)
                     env = None

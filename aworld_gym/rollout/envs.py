@@ -24,21 +24,39 @@ EnvLike = str | EnvFactory
 
 @dataclass(frozen=True)
 class MakeEnv:
-    """A picklable factory: ``gym.make(env_id, **kwargs)`` (registering the AWorld ids first)."""
+    """A picklable factory: ``gym.make(env_id, **kwargs)``. It carries the id's registration (its spec) from the
+    process that made it, so an id registered there (``aworld_gym.register``) also exists in a Ray worker."""
 
     env_id: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    spec: Any = None
+
+    @classmethod
+    def of(cls, env_id: str, kwargs: Mapping[str, Any] | None = None) -> MakeEnv:
+        import aworld_gym  # noqa: F401 - registers the built-in ids
+
+        try:
+            spec = gym.spec(env_id)
+        except gym.error.Error:
+            spec = None  # gym.make will say what is wrong, with its suggestions
+        return cls(env_id, dict(kwargs or {}), spec)
 
     def __call__(self) -> gym.Env[Any, Any]:
         import aworld_gym  # noqa: F401 - registers the ids in a fresh worker process
 
+        if self.spec is not None and self.env_id not in gym.registry:
+            gym.register(**{k: getattr(self.spec, k) for k in _SPEC_FIELDS})
         return gym.make(self.env_id, **dict(self.kwargs))
+
+
+_SPEC_FIELDS = ("id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps", "order_enforce",
+                "disable_env_checker", "kwargs", "additional_wrappers", "vector_entry_point")  # fmt: skip
 
 
 def env_factory(env: EnvLike, env_kwargs: Mapping[str, Any] | None = None) -> EnvFactory:
     """A zero-argument factory for ``env`` (an id, with ``env_kwargs``, or already a factory)."""
     if isinstance(env, str):
-        return MakeEnv(env, dict(env_kwargs or {}))
+        return MakeEnv.of(env, env_kwargs)
     if isinstance(env, gym.Env):
         raise ConfigError("pass an env id or a zero-argument factory that returns an env, not an env instance")
     if not callable(env):

@@ -65,9 +65,9 @@ class EpisodeWorker:
             try:
                 env = await asyncio.to_thread(self.make)
                 policy = self.factory()
-            except BaseException:
+            except Exception as exc:  # noqa: BLE001 - recorded as this episode's env_error, as in-process
                 self._made -= 1  # the slot stays usable
-                raise
+                return failed_record(self.env_id, job, None, "env_error", exc)
         else:
             env, policy = await self._idle.get()
         keep = False

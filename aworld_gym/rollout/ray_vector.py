@@ -77,13 +77,15 @@ class RayVectorEnv(VectorEnv):
         self.kwargs, self.num_envs = kwargs, num_envs
         self.autoreset_mode = AutoresetMode.NEXT_STEP
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
+        probe = self.make()  # before any actor: a bad config fails here, with nothing to clean up
+        try:
+            self.env_id = env_name(env_id, probe)
+            self.single_observation_space = probe.observation_space
+            self.single_action_space = probe.action_space
+        finally:
+            probe.close()
         self._remote = self.ray.remote(num_cpus=num_cpus, max_restarts=0)(SubEnvActor)
         self.actors = [self._spawn(i) for i in range(num_envs)]
-        probe = self.make()
-        self.env_id = env_name(env_id, probe)
-        self.single_observation_space = probe.observation_space
-        self.single_action_space = probe.action_space
-        probe.close()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._observations = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)

@@ -30,6 +30,7 @@ class EpisodeRecorder:
             "started_at": time.time(),
         }
         self.turns: list[dict[str, Any]] = []
+        self.total_reward = 0.0
         self.totals: dict[str, float] = {}
         self.metrics: dict[str, float] = {}
         self.reward_errors: dict[str, str] = {}
@@ -58,6 +59,7 @@ class EpisodeRecorder:
         obs, reward, terminated, truncated, info = out
         self.policy_s += policy_s
         self.env_s += env_s
+        self.total_reward += float(reward)
         components = info.get("reward_components", {})
         for k, v in components.items():
             self.totals[k] = self.totals.get(k, 0.0) + v
@@ -104,7 +106,9 @@ class EpisodeRecorder:
             {
                 "turns": self.turns,
                 "num_turns": len(self.turns),
-                "reward": float(sum(self.totals.values())),
+                # what the outermost env returned (a Gymnasium reward wrapper's transform shows here, not in the
+                # components, which are the env's and our wrappers')
+                "reward": self.total_reward,
                 "reward_components": self.totals,
                 "metrics": self.metrics,
                 "reward_errors": self.reward_errors,

@@ -44,11 +44,13 @@ class GroupGate:
             group.expected -= 1
         if len(group.records) >= group.expected and not group.done.is_set():
             self._groups.pop(uid, None)
-            if rubric is not None and rubric.group and group.records:
-                from aworld_gym.rollout.envs import run_coroutine
+            try:
+                if rubric is not None and rubric.group and group.records:
+                    from aworld_gym.rollout.envs import run_coroutine
 
-                group.scores = await asyncio.to_thread(score_group, rubric, group.records, run_coroutine)
-            group.done.set()
+                    group.scores = await asyncio.to_thread(score_group, rubric, group.records, run_coroutine)
+            finally:
+                group.done.set()  # the others never wait forever (a strict hook that raised: they get no scores)
         else:
             await group.done.wait()
         if index < 0 or not group.scores:

@@ -90,9 +90,19 @@ def component_reward(name: str) -> Callable[..., list[float]]:
     return reward
 
 
+def group_keys(prompts: Sequence[Any], num_generations: int | None) -> list[str]:
+    """The GRPO group of each prompt of a batch: TRL repeats each prompt ``num_generations`` times in a row, so
+    consecutive blocks of identical prompts are groups (two groups of one prompt stay apart); otherwise, the text."""
+    texts = [prompt_text(p) for p in prompts]
+    g = int(num_generations or 0)
+    if g > 1 and len(texts) % g == 0 and all(len(set(texts[i : i + g])) == 1 for i in range(0, len(texts), g)):
+        return [f"{i // g}:{t}" for i, t in enumerate(texts)]
+    return texts
+
+
 def run_group_hooks(rubric: Any, summaries: list[dict[str, Any]], keys: Sequence[str]) -> None:
-    """Run group reward hooks on each GRPO group of a batch (the episodes with the same ``key``, e.g. prompt), and
-    fold their components into ``env_reward`` / ``reward_components`` (the fields TRL's reward functions read)."""
+    """Run group reward hooks on each GRPO group of a batch (the episodes with the same ``key``), and fold their
+    components into ``env_reward`` / ``reward_components`` (the fields TRL's reward functions read)."""
     if rubric is None or not rubric.group:
         return
     by_key: dict[str, list[int]] = {}
@@ -110,16 +120,20 @@ def run_group_hooks(rubric: Any, summaries: list[dict[str, Any]], keys: Sequence
 
 def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
     """A TRL reward function for ``environment_factory`` training: the env's group reward hooks, run on the
-    rollouts of each task in the batch (a GRPO group). Add it to ``reward_funcs`` next to the env's ``get_reward``."""
+    rollouts of each task in the batch (a GRPO group), each hook seeing every rollout's return and components as
+    the other adapters do. Add it to ``reward_funcs`` next to the env's ``get_reward``: it returns only the group
+    part."""
     if environments is None:
         raise ValueError("group_reward needs GRPOTrainer(environment_factory=...): the environments are missing")
     rubric = group_hooks(environments[0]._env) if environments else None
     summaries = [
-        {"env_reward": 0.0, "task_score": e.score or 0.0, "reward_components": {}, "task_id": e.task_id}
+        {"env_reward": e.get_reward(), "task_score": e.score or 0.0, "reward_components": dict(e.components),
+         "task_id": e.task_id, "num_turns": e.turns, "truncation_reason": e.truncation_reason or ""}
         for e in environments
-    ]
+    ]  # fmt: skip
+    before = [s["env_reward"] for s in summaries]
     run_group_hooks(rubric, summaries, [str(e.task_id) for e in environments])
-    return [float(s["env_reward"]) for s in summaries]
+    return [float(s["env_reward"]) - b for s, b in zip(summaries, before, strict=True)]
 
 
 # ----- generation backends -------------------------------------------------------------------------------
@@ -278,7 +292,7 @@ class AWorldRolloutFunc:
         )
         self.last_episodes = episodes
         summaries = [ep.summary() for ep in episodes]
-        run_group_hooks(group_hooks(envs[0]), summaries, [prompt_text(p) for p in prompts])
+        run_group_hooks(group_hooks(envs[0]), summaries, group_keys(prompts, getattr(trainer, "num_generations", None)))
         out: dict[str, Any] = {
             "prompt_ids": [ep.prompt_ids for ep in episodes],
             "completion_ids": [ep.completion_ids for ep in episodes],
@@ -458,8 +472,13 @@ class AWorldToolEnv:
             self.components[k] = self.components.get(k, 0.0) + float(v)
         if info.get("score") is not None:
             self.score = float(info["score"])
+        # what the model is shown of each call (a task's note after the last one, e.g. the page now, included)
+        log = getattr(self._env.unwrapped, "turns", None)
+        shown = [m["content"] for m in log[-1]["messages"] if m["role"] == "tool"] if log else []
         results = info.get("tool_results") or []
-        out = "\n".join(r["text"] for r in results) if results else (info.get("action_error") or "")
+        if not shown:
+            shown = [r["text"] for r in results]
+        out = "\n".join(shown) if shown else (info.get("action_error") or "")
         if term or trunc:
             self._over = True
             self.truncation_reason = info.get("truncation_reason")
@@ -499,12 +518,10 @@ def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEn
     namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "make_env": staticmethod(make)}
     reserved = set(dir(AWorldToolEnv))
     for schema in schemas:
-        name = schema["function"]["name"]
-        if name in reserved or not name.isidentifier():
-            raise ValueError(
-                f"tool {name!r} of {env_id} cannot be a method name; rename it with allow_tools/deny_tools"
-            )
-        namespace[name] = _tool_method(name, schema)
+        tool = schema["function"]["name"]
+        if tool in reserved or not tool.isidentifier():
+            raise ValueError(f"tool {tool!r} of {name} cannot be a method name; rename it with allow_tools/deny_tools")
+        namespace[tool] = _tool_method(tool, schema)
     cls_name = "".join(ch for ch in name.title() if ch.isalnum()) + "Tools"
     return type(cls_name, (AWorldToolEnv,), namespace)
 

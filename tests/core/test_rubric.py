@@ -203,3 +203,24 @@ def test_llm_judge_failure_is_a_recorded_component_error():
     env.reset(options={"task_id": "add"})
     assert "LLM_BASE_URL" in env.step("<answer>5</answer>")[4]["reward_errors"]["judge"]
     env.close()
+
+
+def test_resumed_runs_mark_groups_split_by_the_interruption(tmp_path):
+    sizes = []
+
+    def hook(group):
+        sizes.append(len(group))
+        return [0.0] * len(group)
+
+    def factory():
+        return RewardShaping(gym.make("AWorld/MCP-v0", **demo_env_kwargs(2)), [Hook(hook, on="group")])
+
+    out = tmp_path / "r.jsonl"
+    collect(factory, PlanPolicy(), episodes=3, group_size=2, concurrency=1, sink=out, progress=False)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # three episodes in groups of two: the last group was planned with one sample
+    assert [r["group_complete"] for r in rows] == [True, True, True] and sizes == [2, 1]
+    collect(factory, PlanPolicy(), episodes=4, group_size=2, concurrency=1, sink=out, resume=True, progress=False)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # resumed to four: that group's second sample runs alone, without its first: scored alone, and marked
+    assert len(rows) == 4 and rows[-1]["group_complete"] is False and sizes == [2, 1, 1]

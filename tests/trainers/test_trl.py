@@ -521,3 +521,22 @@ def test_task_dataset_from_a_factory():
     ds = task_dataset(shaped_env)
     assert ds["task_id"] == ["add-0", "add-1", "add-2", "add-3"]
     assert ds[1]["prompt"] == [{"role": "user", "content": "What is 1 + 1? Use the add tool."}]
+
+
+def test_environment_factory_shows_the_task_note_after_a_call():
+    """A task's note (the page after an action, in Browser-v0) reaches TRL's tool loop as the env shows it."""
+    from aworld_gym.core.env import MCPEnv, TaskState
+    from aworld_gym.mcp.demo_server import build_server
+    from tests.helpers import TASKS
+
+    class Noting(MCPEnv):
+        async def acheck_task(self, task, results):
+            return TaskState(note="[the page now]")
+
+    cls = environment_factory(lambda: Noting({"mcpServers": {"demo": build_server}}, TASKS))
+    env = cls()
+    try:
+        env.reset(task_id="echo")
+        assert env.echo(text="hi") == "hi\n[the page now]"
+    finally:
+        env._close()

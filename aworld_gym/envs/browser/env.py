@@ -117,10 +117,14 @@ class BrowserEnv(MCPEnv):
         self._episode_key = ""
         self._output_dir: str | None = None
         self.origin = self.hold(shared_pages()).rstrip("/")
-        if browser == "shared":
-            entry: Any = LocalServer(shared_browser(self.origin, settle_ms))
-        else:
-            entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
+        try:
+            if browser == "shared":
+                entry: Any = LocalServer(shared_browser(self.origin, settle_ms))
+            else:
+                entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
+        except BaseException:
+            self._failed_init()  # releases the page server taken above
+            raise
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", 60.0)
         super().__init__(

@@ -64,10 +64,10 @@ class CodeEnv(MCPEnv):
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
-        super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
         self.exec_timeout_s = exec_timeout_s
-        self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type]
+        self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type] - made first: released on failure
         self.last_verdict: Verdict | None = None
+        super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
 
     def render_prompt(self, task: Task) -> str:
         return PROMPT_TEMPLATE.format(code=task.prompt, entry_point=task.metadata["entry_point"])

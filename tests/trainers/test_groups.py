@@ -1,0 +1,76 @@
+"""The group gate of one-sample-per-coroutine trainers (verl): groups complete, failures never hang the rest."""
+
+import asyncio
+
+import pytest
+
+from aworld_gym.core.rewards import Hook, Rubric
+from aworld_gym.trainers.groups import gate
+
+
+def ranks(group):
+    order = sorted(range(len(group)), key=lambda i: -group[i]["reward"])
+    return [float(order.index(i)) for i in range(len(group))]
+
+
+def run_group(rewards, rubric, fail=()):
+    async def member(i, r):
+        g = gate()
+        g.enter("u")
+        await asyncio.sleep(0.01 * (len(rewards) - i))  # finish in reverse order
+        record = None if i in fail else {"reward": r}
+        return await g.leave("u", record, rubric)
+
+    async def main():
+        out = await asyncio.gather(*(member(i, r) for i, r in enumerate(rewards)), return_exceptions=True)
+        return out, len(gate())
+
+    return asyncio.run(main())
+
+
+def test_every_member_gets_its_share_and_failed_members_do_not_count():
+    out, open_groups = run_group([0.0, 3.0, 1.0, 9.0], Rubric([Hook(ranks, on="group", name="rank")]), fail={3})
+    assert [o.components["rank"] for o in out[:3]] == [2.0, 0.0, 1.0] and out[3] is None
+    assert open_groups == 0
+
+
+def test_a_strict_hook_that_raises_does_not_hang_the_group():
+    def broken(group):
+        raise RuntimeError("group hook bug")
+
+    out, open_groups = asyncio.run(asyncio.wait_for(_strict(broken), 5))
+    assert sum(isinstance(o, RuntimeError) for o in out) == 1 and out.count(None) == 2
+    assert open_groups == 0
+
+
+async def _strict(hook):
+    async def member(i):
+        g = gate()
+        g.enter("s")
+        await asyncio.sleep(0.01 * i)
+        return await g.leave("s", {"reward": float(i)}, Rubric([Hook(hook, on="group")], strict=True))
+
+    out = await asyncio.gather(*(member(i) for i in range(3)), return_exceptions=True)
+    return out, len(gate())
+
+
+def test_group_reward_sees_each_rollouts_return():
+    pytest.importorskip("trl")
+    from aworld_gym.trainers.trl import environment_factory, group_reward
+    from tests.helpers import grouped_env
+
+    cls = environment_factory(grouped_env)
+    assert cls.__name__ == "AworldMcpV0Tools"
+    envs = [cls(), cls()]
+    try:
+        for e, answer in zip(envs, ["1.0", "7"], strict=True):
+            e.reset(task_id="add-0")
+            e.add(a=0, b=1)
+            e.answer(answer=answer)
+        assert [e.get_reward() for e in envs] == [pytest.approx(11.0), pytest.approx(10.0)]  # +10 for any answer
+        extra = group_reward([None, None], environments=envs)
+        # count_group: size 2 (x0.1) for both; rank 0 for the solved one, rank 1 (x0.1) for the other
+        assert extra == [pytest.approx(0.2), pytest.approx(0.3)]
+    finally:
+        for e in envs:
+            e._close()
