@@ -3,13 +3,10 @@
 The seam for new environments is public: tools (``mcp_config``, in-process ``servers``, or plain Python functions
 through ``tools=``), a task source, the task hooks below, and reward hooks. In the order they run:
 
-- at reset: :meth:`prepare_episode` (sync), the servers learn of the new episode, :meth:`abegin_task` (begin the
-  task, e.g. open its web page), :meth:`render_prompt` (the first observation), :meth:`reset_info` (extra info);
-- at each step: the action is parsed, its tool calls run, :meth:`acheck_task` (the task's state after the calls),
-  :meth:`score` (an answer's task score), then the ending (:func:`~aworld_gym.core.episode.decide_ending`), the step
-  reward hooks and, on the last step, the episode reward hooks.
-
-Both faces (``reset``/``step``/``close`` and ``areset``/``astep``/``aclose``) run the same code.
+reset: :meth:`prepare_episode`, the servers learn of the episode, :meth:`abegin_task`, :meth:`render_prompt`,
+:meth:`reset_info`; step: parse, tool calls, :meth:`acheck_task`, :meth:`score`, the ending
+(:func:`~aworld_gym.core.episode.decide_ending`), step reward hooks, episode hooks on the last step. Both faces
+(``reset``/``step``/``close`` and ``areset``/``astep``/``aclose``) run the same code.
 """
 
 from __future__ import annotations
@@ -31,8 +28,8 @@ from aworld_gym.core.prompts import render_system_prompt
 from aworld_gym.core.resources import Holdings
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
 from aworld_gym.core.spaces import UnicodeText
-from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step
-from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks
+from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
+from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task
 from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
@@ -246,7 +243,7 @@ class MCPEnv(gym.Env[str, str]):
     def render(self) -> str | None:
         if self.render_mode is None:
             return None
-        text = self._render_text()
+        text = render_turn(self)
         if self.render_mode == "human":
             print(text)
             return None
@@ -358,17 +355,7 @@ class MCPEnv(gym.Env[str, str]):
     def _pick_task(self, options: Mapping[str, Any]) -> Task:
         if self._closed:
             raise ResetNeeded("this environment is closed; create a new one")
-        if "task" in options:
-            t = options["task"]
-            return t if isinstance(t, Task) else Task.from_dict(t)
-        if "task_id" in options:
-            return self.tasks.get(str(options["task_id"]))
-        if "task_index" in options:
-            i = int(options["task_index"])
-            if not 0 <= i < len(self.tasks):
-                raise ConfigError(f"task_index {i} is out of range: there are {len(self.tasks)} tasks")
-            return self.tasks[i]
-        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        return pick_task(self.tasks, options, self.np_random)
 
     def _start_episode(self, task: Task) -> tuple[str, dict[str, Any]]:
         self.task, self.turn, self._done = task, 0, False
@@ -411,9 +398,3 @@ class MCPEnv(gym.Env[str, str]):
         if len(text) <= limit:
             return text
         return truncate(text, limit - 100)[0]
-
-    def _render_text(self) -> str:
-        if not self.turns:
-            return f"[task {self.task.id if self.task else '-'}]\n{self._head[1]['content'] if self._head else ''}"
-        last = self.turns[-1]
-        return f"[turn {last['turn']}] action:\n{last['action']}\n--- observation:\n{last['observation']}"

@@ -151,3 +151,11 @@ def add_scores(
     self.turns[-1]["reward"] = reward
     self.turns[-1]["reward_components"] = dict(components)
     return obs, reward, terminated, truncated, info
+
+
+def render_turn(self: MCPEnv) -> str:
+    """``render()``'s text: the task prompt before the first step, then the last turn."""
+    if not self.turns:
+        return f"[task {self.task.id if self.task else '-'}]\n{self._head[1]['content'] if self._head else ''}"
+    last = self.turns[-1]
+    return f"[turn {last['turn']}] action:\n{last['action']}\n--- observation:\n{last['observation']}"

@@ -165,3 +165,21 @@ def read_jsonl(path: Path, text: str | None = None, objects: bool = True) -> lis
             raise TaskError(f"{path}:{lineno}: expected a JSON object")
         rows.append(row)
     return rows
+
+
+def pick_task(tasks: TaskSource, options: Mapping[str, Any], rng: Any) -> Task:
+    """The task a reset asks for: ``options["task"]`` (a Task or a dict), ``"task_id"``, ``"task_index"``, else one
+    drawn with ``rng`` (the env's own generator)."""
+    from aworld_gym.core.errors import ConfigError
+
+    if "task" in options:
+        t = options["task"]
+        return t if isinstance(t, Task) else Task.from_dict(t)
+    if "task_id" in options:
+        return tasks.get(str(options["task_id"]))
+    if "task_index" in options:
+        i = int(options["task_index"])
+        if not 0 <= i < len(tasks):
+            raise ConfigError(f"task_index {i} is out of range: there are {len(tasks)} tasks")
+        return tasks[i]
+    return tasks[int(rng.integers(len(tasks)))]
