@@ -52,6 +52,65 @@ class ParsedAction:
         return not self.errors and (bool(self.tool_calls) or self.answer is not None)
 
 
+@dataclass
+class Sample:
+    """What the model sampled for one action, kept in the trajectory for training.
+
+    Attributes:
+        token_ids: the sampled token ids (exactly as sampled: train on these, not on a re-tokenisation).
+        logprobs: their log-probabilities under the sampling policy.
+        prompt_ids: the token ids the model was conditioned on, when the policy knows them.
+        tokens: the sampled tokens as strings (what an OpenAI-compatible server returns without ids).
+        model_version: the version of the weights that sampled them (for staleness bounds in async RL).
+        finish_reason: why sampling stopped (``"stop"``, ``"length"``...).
+    """
+
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_ids: list[int] | None = None
+    tokens: list[str] | None = None
+    model_version: int | str | None = None
+    finish_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class Action:
+    """A policy's action: the text, optionally the tool calls the endpoint already parsed, and the sample.
+
+    ``env.step`` / ``env.astep`` take an ``Action`` or a plain string. With ``tool_calls`` given (native tool calls
+    of an OpenAI-compatible endpoint), the env runs exactly those instead of parsing the calls out of ``text``
+    again; ``text`` is still parsed for the answer and thoughts, and is what the trajectory records.
+    """
+
+    text: str
+    tool_calls: list[ToolCall] | None = None
+    sample: Sample | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_action(parser: ActionParser, action: Any) -> ParsedAction:
+    """Parse a string or an :class:`Action` (its own tool calls win over those in its text)."""
+    if not isinstance(action, Action):
+        return parser.parse(action)
+    parsed = parser.parse(action.text)
+    if action.tool_calls is not None:
+        if parsed.answer is None:
+            parsed.tool_calls = list(action.tool_calls)
+        elif action.tool_calls and not parsed.errors:
+            parsed.errors.append("a turn holds either tool calls or a final answer, not both; the answer was taken")
+    return parsed
+
+
+def action_text(action: Any) -> str:
+    """The text of a string or an :class:`Action`."""
+    return action.text if isinstance(action, Action) else str(action)
+
+
 @runtime_checkable
 class ActionParser(Protocol):
     """Turns raw model text into a :class:`ParsedAction`; must never raise on any ``str``."""

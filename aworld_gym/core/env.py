@@ -21,7 +21,7 @@ from typing import Any, ClassVar, SupportsFloat
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
-from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
+from aworld_gym.core.actions import ActionParser, ParsedAction, action_text, get_parser, parse_action
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.prompts import render_system_prompt
@@ -375,11 +375,11 @@ class MCPEnv(gym.Env[str, str]):
         self.turn += 1
         self._step_started = time.perf_counter()
         try:
-            return self.parser.parse(action)
+            return parse_action(self.parser, action)  # a string, or an Action (its own tool calls win)
         except Exception as exc:
             if self.strict:
                 raise
-            return ParsedAction(text=str(action), errors=[f"the action parser failed: {type(exc).__name__}: {exc}"])
+            return ParsedAction(text=action_text(action), errors=[f"the action parser failed: {exc!r}"])
 
     def _score_answer(self, parsed: ParsedAction) -> float | None:
         if parsed.answer is None:

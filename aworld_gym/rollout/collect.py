@@ -1,50 +1,29 @@
 """Collect many episodes concurrently and stream their trajectories to a sink as each one finishes.
 
-Two engines behind one :func:`collect`:
-
-- ``"async"`` (in-process): ``concurrency`` envs on one asyncio loop, each pulling the next episode as soon as its
-  last one ends (no lock-step) — the right engine for latency-bound work (model endpoints, remote tools);
-- ``"ray"``: a pool of Ray actors spread over the cluster's nodes, each running several envs the same way; a dead
-  actor loses only its in-flight episodes (recorded as truncated, ``env_crash``) and is replaced.
-
-Episodes are keyed by ``(task_id, sample)``: with ``group_size=G`` each task runs G samples in a row (a GRPO
-group); ``resume=True`` skips the keys already in the output and never writes one twice.
+Built on :class:`~aworld_gym.rollout.stream.Rollout`: the engine (``AsyncEngine`` in-process, ``RayEngine`` on a
+cluster) runs the episodes; each record (or each complete GRPO group, when the env has group reward hooks) is
+written as soon as it is ready. Episodes are keyed by ``(task_id, sample)``: with ``group_size=G`` each task runs G
+samples in a row (a GRPO group); ``resume=True`` skips the keys already in the output and never writes one twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.faces import check_async
-from aworld_gym.core.rewards import apply_group_hooks
-from aworld_gym.rollout.envs import EnvLike, env_factory, env_name, run_coroutine
+from aworld_gym.rollout.engines import AsyncEngine, Engine
+from aworld_gym.rollout.envs import EnvLike
+from aworld_gym.rollout.jobs import SUCCESS, Job, failed_record, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.runner import EpisodeRecorder, arun_episode
 from aworld_gym.rollout.sinks import Sink, open_sink
-from aworld_gym.wrappers.reward_shaping import group_hooks
+from aworld_gym.rollout.stream import Rollout
 
-SUCCESS = "answer"
-
-
-@dataclass(frozen=True)
-class Job:
-    """One episode to run: which task, which sample of it, which seed."""
-
-    index: int
-    task_index: int
-    sample: int
-    seed: int
-    group: int = 0
+__all__ = ["Job", "Summary", "collect", "failed_record", "is_success", "plan_jobs"]
 
 
 @dataclass
@@ -120,49 +99,23 @@ class Summary:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def is_success(record: Mapping[str, Any]) -> bool:
-    """An episode succeeded when its task score is 1 (all tests passed, the answer matched)."""
-    score = record.get("score")
-    return score is not None and float(score) >= 1.0 - 1e-9
-
-
-def plan_jobs(n_tasks: int, episodes: int, group_size: int, seed: int, task_order: str) -> list[Job]:
-    """Episode ``i`` belongs to group ``i // G``; groups take tasks in order (``cycle``) or drawn with ``seed``."""
-    import numpy as np
-
-    groups = math.ceil(episodes / group_size)
-    if task_order == "cycle":
-        order = [g % n_tasks for g in range(groups)]
-    else:
-        order = [int(x) for x in np.random.default_rng(seed).integers(n_tasks, size=groups)]
-    seen: Counter[int] = Counter()
-    jobs = []
-    for i in range(episodes):
-        g, k = divmod(i, group_size)
-        task = order[g]
-        if k == 0:
-            seen[task] += 1
-        jobs.append(Job(index=i, task_index=task, sample=(seen[task] - 1) * group_size + k, seed=seed + i, group=g))
-    return jobs
-
-
 def collect(
     env: EnvLike,
     policy: Policy | Callable[[], Policy],
     *,
     episodes: int,
-    concurrency: int = 8,
+    engine: Engine | str | None = None,
     group_size: int = 1,
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     sink: Sink | str | Path | None = None,
     resume: bool = False,
     task_order: str = "cycle",
-    engine: str = "async",
+    progress: bool = True,
+    concurrency: int | None = None,
     ray_address: str | None = None,
     ray_actors: int | None = None,
     policy_timeout_s: float | None = None,
-    progress: bool = True,
     screenshots: str | Path | None = None,
 ) -> Summary:
     """Run ``episodes`` episodes of ``env`` and stream each record to ``sink`` as it finishes.
@@ -171,9 +124,11 @@ def collect(
         env: a registered id (``AWorld/Code-v0``) or a zero-argument factory returning an env, wrappers included
             (picklable for Ray: a module-level function or :class:`~aworld_gym.rollout.envs.MakeEnv`). The engines
             drive the outermost env on its async face.
-        policy: a policy, or a picklable zero-argument factory (one policy per worker; required for Ray).
+        policy: a policy, or a picklable zero-argument factory (one policy per slot; required for Ray).
         episodes: how many episodes in all (``resume`` counts those already recorded).
-        concurrency: episodes running at once.
+        engine: ``AsyncEngine(concurrency=..., policy_timeout_s=..., screenshots=...)`` (the default) or
+            ``RayEngine(concurrency=..., address=..., actors=...)``; the strings ``"async"`` / ``"ray"`` build one
+            from the keywords at the end.
         group_size: samples per task in a row (GRPO groups start G episodes on one task). The env's group reward
             hooks (its own and its wrappers') run on each complete group before its records are written.
         seed: episode ``i`` resets with ``seed + i``.
@@ -181,221 +136,84 @@ def collect(
         sink: a sink or an output path (``.jsonl`` or ``.parquet``); ``None`` keeps only the summary.
         resume: skip the ``(task_id, sample)`` pairs already in the output.
         task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
-        engine: ``"async"`` (in-process) or ``"ray"``.
-        ray_address: Ray cluster to join (``None``: a new local one; ``"auto"``: the running one).
-        ray_actors: Ray actors in the pool (default: the cluster's CPUs, at most ``concurrency``).
-        policy_timeout_s: a policy turn that takes longer ends its episode as ``policy_error``.
         progress: show a progress bar on stderr.
-        screenshots: a folder for a PNG per step of envs made with ``render_mode="rgb_array"`` (in-process
-            engine; off by default).
+        concurrency, ray_address, ray_actors, policy_timeout_s, screenshots: the settings of an engine given by
+            name (or of the default one).
     """
-    if episodes < 1 or concurrency < 1 or group_size < 1:
-        raise ValueError("episodes, concurrency and group_size must be at least 1")
-    if task_order not in ("cycle", "sample"):
-        raise ValueError("task_order must be 'cycle' or 'sample'")
-    if engine not in ("async", "ray"):
-        raise ValueError("engine must be 'async' or 'ray'")
-    if screenshots is not None and engine != "async":
-        raise ValueError("screenshots are written by the in-process engine only (engine='async')")
-    make = env_factory(env, env_kwargs)
+    engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
-    factory = _factory(policy)
-    probe = make()  # validates the config early and tells how many tasks there are
-    t0 = time.perf_counter()
+    done = sink.done_keys() if (sink is not None and resume) else set()
+    rollout = Rollout(env, policy, episodes=episodes, engine=engine, group_size=group_size, seed=seed,
+                      task_order=task_order, env_kwargs=env_kwargs, skip=done)  # fmt: skip
     summary: Summary | None = None
     bar = None
-    groups: Groups | None = None
+    t0 = time.perf_counter()
 
-    def write(record: dict[str, Any]) -> None:
+    def write(records: list[dict[str, Any]]) -> None:
         assert summary is not None
-        if sink is not None:
-            sink.write(record)
-        summary.add(record)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(
-                success=f"{summary.successes}/{summary.recorded}",
-                eps=f"{summary.recorded / max(time.perf_counter() - t0, 1e-9):.2f}",
-            )
+        for record in records:
+            if sink is not None:
+                sink.write(record)
+            summary.add(record)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(
+                    success=f"{summary.successes}/{summary.recorded}",
+                    eps=f"{summary.recorded / max(time.perf_counter() - t0, 1e-9):.2f}",
+                )
 
-    def on_record(job: Job, record: dict[str, Any]) -> None:  # the Ray engine's driver loop
-        assert groups is not None
-        for rec in groups.score(groups.add(job, record)):
-            write(rec)
-
-    async def on_record_async(job: Job, record: dict[str, Any]) -> None:  # in-process: hooks off the loop
-        assert groups is not None
-        ready = groups.add(job, record)
-        if ready and groups.rubric is not None:
-            ready = await asyncio.to_thread(groups.score, ready)
-        for rec in ready:
-            write(rec)
+    async def run() -> None:
+        async for ready in rollout.items():
+            write(ready)
 
     try:
-        env_id = env_name(env, probe)
-        check_async(probe)
-        tasks = probe.unwrapped.tasks
-        jobs = plan_jobs(len(tasks), episodes, group_size, seed, task_order)
-        done = sink.done_keys() if (sink is not None and resume) else set()
-        todo = [j for j in jobs if (tasks[j.task_index].id, j.sample) not in done]
-        groups = Groups(group_hooks(probe), group_size, jobs, todo)
-        summary = Summary(env_id, episodes, skipped=len(jobs) - len(todo), engine=engine, concurrency=concurrency)
+        rollout.open()
+        summary = Summary(rollout.env_id, episodes, skipped=len(rollout.jobs) - len(rollout.todo),
+                          engine=getattr(engine, "name", type(engine).__name__), concurrency=engine.concurrency)  # fmt: skip
         summary.path = str(sink.path) if sink is not None else None
-        bar = _progress(len(todo), progress, env_id)
+        bar = _progress(len(rollout.todo), progress, rollout.env_id)
         t0 = time.perf_counter()
-        if engine == "async":
-            asyncio.run(
-                _collect_async(
-                    env_id, make, factory, todo, concurrency, on_record_async, policy_timeout_s, probe, screenshots
-                )
-            )
-        else:
-            probe.close()
-            from aworld_gym.rollout.ray_engine import collect_ray
-
-            collect_ray(
-                env_id, make, factory, todo, concurrency, on_record, policy_timeout_s, ray_address, ray_actors,
-                task_ids=tasks.ids,
-            )  # fmt: skip
+        asyncio.run(run())
     finally:
-        if groups is not None:
-            for rec in groups.score(groups.flush()):  # groups cut short (an interrupted run) still reach the sink
-                write(rec)
+        if rollout.groups is not None and summary is not None:
+            for rest in rollout.groups.flush():  # groups cut short (an interrupted run) still reach the sink
+                write(rollout.groups.score(rest))
         if summary is not None:
             summary.wall_s = time.perf_counter() - t0
         if bar is not None:
             bar.close()
         if sink is not None:
             sink.close()
-        probe.close()
+        rollout.close()
     return summary
 
 
-class Groups:
-    """Holds a GRPO group's records until the group is complete, then hands them over to be scored by the group
-    reward hooks (each record says ``group_complete``: False for a group cut short, or split by a resume)."""
-
-    def __init__(self, rubric: Any, group_size: int, jobs: list[Job], todo: list[Job]) -> None:
-        self.rubric = rubric if group_size > 1 else None
-        self.size: Counter[int] = Counter(j.group for j in jobs)
-        self.expected: Counter[int] = Counter(j.group for j in todo)
-        self.held: dict[int, list[dict[str, Any]]] = {}
-        self.group_of: dict[int, int] = {}
-
-    def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """The records that are ready: this one alone (no group hooks), or its whole group once complete."""
-        if self.rubric is None:
-            return [record]
-        held = self.held.setdefault(job.group, [])
-        held.append(record)
-        self.group_of[id(record)] = job.group
-        if len(held) < self.expected[job.group]:
-            return []
-        return self.held.pop(job.group)
-
-    def flush(self) -> list[dict[str, Any]]:
-        out = []
-        for key in list(self.held):
-            out += self.held.pop(key)
-        return out
-
-    def score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.rubric is None or not records:
-            return records
-        by_group: dict[int, list[dict[str, Any]]] = {}
-        for rec in records:
-            by_group.setdefault(self.group_of.pop(id(rec)), []).append(rec)
-        for g, members in by_group.items():
-            apply_group_hooks(self.rubric, members, run_coroutine)
-            for rec in members:
-                rec["group_complete"] = len(members) == self.size[g]
-        return records
-
-
-def _factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
-    if isinstance(policy, type) or not hasattr(policy, "act"):
-        return policy  # type: ignore[return-value]
-    return lambda: policy  # type: ignore[return-value]
-
-
-async def run_job(
-    env: gym.Env[str, str],
-    policy: Policy,
-    env_id: str,
-    job: Job,
-    policy_timeout_s: float | None,
+def make_engine(
+    engine: Engine | str | None,
+    concurrency: int | None = None,
+    ray_address: str | None = None,
+    ray_actors: int | None = None,
+    policy_timeout_s: float | None = None,
     screenshots: str | Path | None = None,
-) -> dict[str, Any]:
-    """Run ``job`` (its task, seed and sample) as one episode on ``env``."""
-    return await arun_episode(
-        env,
-        policy,
-        env_id=env_id,
-        seed=job.seed,
-        options={"task_index": job.task_index},
-        sample=job.sample,
-        policy_timeout_s=policy_timeout_s,
-        screenshots=screenshots,
-    )
+) -> Engine:
+    """An engine object from an object, a name (``"async"``, ``"ray"``) or ``None`` (the in-process one)."""
+    if engine is not None and not isinstance(engine, str):
+        if any(v is not None for v in (concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)):
+            raise ValueError("give the engine's settings to the engine object, not to collect()")
+        return engine
+    n = 8 if concurrency is None else concurrency
+    if engine in (None, "async"):
+        if ray_address is not None or ray_actors is not None:
+            raise ValueError("ray_address / ray_actors are settings of engine='ray'")
+        return AsyncEngine(concurrency=n, policy_timeout_s=policy_timeout_s, screenshots=screenshots)
+    if engine == "ray":
+        if screenshots is not None:
+            raise ValueError("screenshots are written by the in-process engine only (engine='async')")
+        from aworld_gym.rollout.ray_engine import RayEngine
 
-
-def failed_record(
-    env_id: str, job: Job, task_id: str | None, kind: str, exc: BaseException, policy: Any = None
-) -> dict[str, Any]:
-    """The record of an episode that never ran (its env could not be created, its actor died)."""
-    rec = EpisodeRecorder(env_id, policy, job.seed, job.sample)
-    rec.record["task_id"] = task_id
-    rec.failed(kind, exc)
-    return rec.finish()
-
-
-async def _collect_async(
-    env_id: str,
-    make: Callable[[], gym.Env[str, str]],
-    factory: Callable[[], Policy],
-    jobs: list[Job],
-    concurrency: int,
-    on_record: Callable[[Job, dict[str, Any]], Awaitable[None]],
-    policy_timeout_s: float | None,
-    first_env: gym.Env[str, str] | None = None,
-    screenshots: str | Path | None = None,
-) -> None:
-    queue = deque(jobs)
-    tasks = first_env.unwrapped.tasks if first_env is not None else None
-
-    async def worker(k: int) -> None:
-        env = None
-        policy = factory()
-        try:
-            while queue:
-                job = queue.popleft()  # taken before any await: workers never race for the last job
-                task_id = tasks[job.task_index].id if tasks is not None else None
-                if env is None:
-                    try:
-                        env = await asyncio.to_thread(make)
-                    except Exception as exc:  # noqa: BLE001 - this episode is recorded as failed
-                        await on_record(job, failed_record(env_id, job, task_id, "env_error", exc, policy))
-                        continue
-                record = await run_job(env, policy, env_id, job, policy_timeout_s, screenshots)
-                if record.get("task_id") is None:
-                    record["task_id"] = task_id  # reset failed before the env could name its task
-                await on_record(job, record)
-                if record["termination"] == "env_error":  # a broken env is replaced, not reused
-                    await _aclose(env)
-                    env = None
-        finally:
-            if env is not None:
-                await _aclose(env)
-
-    await asyncio.gather(*(worker(k) for k in range(min(concurrency, len(jobs)))))
-
-
-async def _aclose(env: gym.Env[str, str]) -> None:
-    try:
-        await env.aclose()  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - closing a broken env must not stop the run
-        pass
+        return RayEngine(concurrency=n, address=ray_address, actors=ray_actors, policy_timeout_s=policy_timeout_s)
+    raise ValueError("engine must be 'async', 'ray', or an engine object (AsyncEngine, RayEngine)")
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from aworld_gym.core.actions import Action, Sample
 from aworld_gym.core.errors import ConfigError
 
 
@@ -40,7 +41,7 @@ class HFPolicy:
         self.device = device
         self._model: Any = None
         self._lock = threading.Lock()
-        self._samples: dict[int, dict[str, Any]] = {}
+        self.version = 0  # the weights' version, recorded with every sample (bump it when the weights change)
 
     def _load(self) -> Any:
         if self._model is None:
@@ -56,7 +57,13 @@ class HFPolicy:
             self._model.to(device).eval()
         return self._model
 
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+    def load_weights(self, state_dict: dict[str, Any], version: int | None = None) -> None:
+        """Replace the sampling model's weights (e.g. from a learner) between generations; bump the version."""
+        with self._lock:
+            self._load().load_state_dict(state_dict)
+            self.version = self.version + 1 if version is None else version
+
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
         import torch
 
         with self._lock:  # one generate at a time per model
@@ -87,10 +94,6 @@ class HFPolicy:
                 logprobs.append(float(scores[token]))
             token_ids = new.tolist()
             text_ids = token_ids[:-1] if token_ids and token_ids[-1] == tok.eos_token_id else token_ids
-            self._samples[id(env)] = {"token_ids": token_ids, "logprobs": logprobs,
-                                      "prompt_ids": ids[0].tolist()}  # fmt: skip
-            return tok.decode(text_ids, skip_special_tokens=False)
-
-    def take_sample(self, env: Any) -> dict[str, Any] | None:
-        """The sampled token ids and logprobs (and the prompt ids) of the last action for ``env``."""
-        return self._samples.pop(id(env), None)
+            sample = Sample(token_ids=token_ids, logprobs=logprobs, prompt_ids=ids[0].tolist(),
+                            model_version=self.version)  # fmt: skip
+            return Action(tok.decode(text_ids, skip_special_tokens=False), sample=sample)

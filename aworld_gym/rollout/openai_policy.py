@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from aworld_gym.core.actions import Action, Sample, ToolCall
 from aworld_gym.core.errors import ConfigError, PolicyError
 from aworld_gym.core.prompts import render_system_prompt
 
@@ -35,7 +36,7 @@ class OpenAIPolicy:
             ``"native"`` (tools sent as OpenAI ``tools``; returned calls rendered into ``<tool_call>`` text).
         temperature, top_p, max_tokens: sampling settings.
         extra_body: extra request fields (vLLM: ``{"top_k": 80}``, ``{"return_tokens_as_token_ids": True}``).
-        logprobs: ask for the sampled tokens' logprobs and keep them (see :meth:`take_sample`).
+        logprobs: ask for the sampled tokens' logprobs and keep them (the action's ``sample``).
         max_concurrency: requests in flight at once (per event loop).
         retries: retries of a transient failure (so ``retries + 1`` attempts).
         backoff_s: first backoff; doubles per retry, with full jitter.
@@ -82,14 +83,13 @@ class OpenAIPolicy:
         )
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
-        self._samples: dict[int, list[dict[str, Any]]] = {}
         self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
         self._sync: Any = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Ray: clients are made where they are used
         state = dict(self.__dict__)
-        state.update(_async=None, _sync=None, _samples={}, _lock=None)
+        state.update(_async=None, _sync=None, _lock=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -114,8 +114,9 @@ class OpenAIPolicy:
             body["extra_body"] = dict(self.extra_body)
         return body
 
-    def render(self, response: Any, env: Any) -> str:
-        """The canonical action text of a completion (reasoning as ``<think>``, native calls as ``<tool_call>``)."""
+    def render(self, response: Any, env: Any) -> Action:
+        """The action of a completion: its canonical text (reasoning as ``<think>``, native calls as ``<tool_call>``),
+        the native calls as parsed :class:`ToolCall` objects (not parsed again by the env), and the sample."""
         if not response.choices:
             raise PolicyError("the endpoint returned no choices")
         choice = response.choices[0]
@@ -124,40 +125,23 @@ class OpenAIPolicy:
         reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
         if reasoning:
             text = f"<think>\n{reasoning}\n</think>\n{text}"
-        for call in message.tool_calls or []:
+        # Native calls go to the env as parsed calls; one with arguments that are not a JSON object leaves the
+        # whole turn to the env's parser (which reports it).
+        calls: list[ToolCall] | None = [] if message.tool_calls else None
+        for i, call in enumerate(message.tool_calls or []):
             raw = call.function.arguments or "{}"
             try:
                 args: Any = json.loads(raw)
             except json.JSONDecodeError:
-                args = raw  # left for the env's parser to report
+                args = raw  # left for the env's parser to report: no structured calls for this turn
             text += f"\n<tool_call>\n{json.dumps({'name': call.function.name, 'arguments': args})}\n</tool_call>"
-        self._keep_sample(env, choice)
-        return text
-
-    def _keep_sample(self, env: Any, choice: Any) -> None:
-        lp = getattr(choice, "logprobs", None)
-        content = getattr(lp, "content", None) if lp is not None else None
-        if not content:
-            return
-        sample = {
-            "tokens": [t.token for t in content],
-            "logprobs": [t.logprob for t in content],
-            "finish_reason": choice.finish_reason,
-        }
-        ids = [_token_id(t.token) for t in content]
-        if all(i is not None for i in ids):
-            sample["token_ids"] = ids
-        with self._lock:
-            self._samples.setdefault(id(env), []).append(sample)
-
-    def take_sample(self, env: Any) -> dict[str, Any] | None:
-        """The sampled tokens/logprobs of the last action for ``env`` (once), when the server returned them."""
-        with self._lock:
-            samples = self._samples.get(id(env))
-            return samples.pop() if samples else None
+            if calls is not None:
+                calls = [*calls, ToolCall(call.function.name, args, call.id or f"call_{i + 1}")] if isinstance(
+                    args, dict) else None  # fmt: skip
+        return Action(text, tool_calls=calls, sample=_sample(choice, response))
 
     # ----- async face ------------------------------------------------------------------------------------
-    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+    async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
         client, sem = self._async_client()
         body = self.request(env)
         async with sem:
@@ -185,7 +169,7 @@ class OpenAIPolicy:
         raise AssertionError("unreachable")
 
     # ----- sync face -------------------------------------------------------------------------------------
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
         if self._sync is None:
             from openai import OpenAI
 
@@ -228,6 +212,22 @@ def _retry_after(exc: BaseException) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _sample(choice: Any, response: Any) -> Sample | None:
+    """The sampled tokens and logprobs of a choice, when the server returned them (ids when vLLM spells them)."""
+    lp = getattr(choice, "logprobs", None)
+    content = getattr(lp, "content", None) if lp is not None else None
+    if not content:
+        return None
+    ids = [_token_id(t.token) for t in content]
+    return Sample(
+        token_ids=ids if all(i is not None for i in ids) else None,  # type: ignore[arg-type]
+        logprobs=[t.logprob for t in content],
+        tokens=[t.token for t in content],
+        model_version=getattr(response, "model", None),
+        finish_reason=choice.finish_reason,
+    )
 
 
 def _token_id(token: str) -> int | None:

@@ -12,16 +12,19 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from aworld_gym.core.actions import Action
 from aworld_gym.core.errors import ConfigError
 
 
 @runtime_checkable
 class Policy(Protocol):
-    """Maps the current observation to the model's next raw text."""
+    """Maps the current observation to the model's next action: its raw text, or an
+    :class:`~aworld_gym.core.actions.Action` (text, the endpoint's parsed tool calls, the sample with token ids,
+    logprobs and model version). ``aact`` is used on the async face when the policy has one."""
 
     name: str
 
-    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str: ...
+    def act(self, env: Any, observation: str, info: dict[str, Any]) -> str | Action: ...
 
 
 class Latency:
@@ -59,7 +62,7 @@ class ScriptedPolicy(Latency):
         return self.decide(env)
 
 
-async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str, Any]) -> str:
+async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str, Any]) -> str | Action:
     """The policy's next action from async code: its ``aact`` if it has one, else ``act`` in a worker thread."""
     aact = getattr(policy, "aact", None)
     if aact is not None:

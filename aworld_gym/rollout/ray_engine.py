@@ -1,15 +1,18 @@
-"""The Ray engine of :func:`aworld_gym.rollout.collect.collect`: a pool of episode actors over the cluster."""
+"""The Ray engine: a pool of episode actors over the cluster, each running env slots on its own event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from aworld_gym.rollout.collect import Job, failed_record
+from aworld_gym.rollout.engines import Work
+from aworld_gym.rollout.jobs import Job, failed_record
 from aworld_gym.rollout.policies import Policy
+from aworld_gym.rollout.slots import Slot
 
 
 def init_ray(address: str | None = None) -> Any:
@@ -38,7 +41,8 @@ def spread(i: int) -> Any:
 
 
 class EpisodeWorker:
-    """Runs episodes on ``slots`` envs of its own (one asyncio loop; a finished episode frees its env at once)."""
+    """A Ray actor: runs episodes on ``slots`` env slots of its own (one asyncio loop; a finished episode frees its
+    slot at once)."""
 
     def __init__(
         self, env_id: str, make: Callable[[], Any], factory: Callable[[], Policy], slots: int, timeout: float | None
@@ -47,105 +51,103 @@ class EpisodeWorker:
 
         self.env_id, self.make, self.factory, self.timeout = env_id, make, factory, timeout
         self.slots = slots
-        self._idle: asyncio.Queue[Any] | None = None
-        self._made = 0
+        self._idle: asyncio.Queue[Slot] | None = None
+        self._all: list[Slot] = []
 
     def node(self) -> tuple[str, int]:
         import ray
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    async def run(self, job: Job) -> dict[str, Any]:
-        from aworld_gym.rollout.collect import run_job
-
+    async def run(self, job: Job, task_id: str | None = None) -> dict[str, Any]:
         if self._idle is None:
             self._idle = asyncio.Queue()
-        if self._idle.empty() and self._made < self.slots:
-            self._made += 1
-            try:
-                env = await asyncio.to_thread(self.make)
-                policy = self.factory()
-            except Exception as exc:  # noqa: BLE001 - recorded as this episode's env_error, as in-process
-                self._made -= 1  # the slot stays usable
-                return failed_record(self.env_id, job, None, "env_error", exc)
+        if self._idle.empty() and len(self._all) < self.slots:
+            slot = Slot(self.env_id, self.make, self.factory(), self.timeout)
+            self._all.append(slot)
         else:
-            env, policy = await self._idle.get()
-        keep = False
+            slot = await self._idle.get()
         try:
-            record = await run_job(env, policy, self.env_id, job, self.timeout)
-            keep = record["termination"] != "env_error"
-            return record
+            return await slot.run(job, task_id)
         finally:
-            if keep:
-                self._idle.put_nowait((env, policy))
-            else:  # a broken env (or an error escaping the runner) frees its slot for a fresh one
-                self._made -= 1
-                try:
-                    await env.aclose()
-                except Exception:  # noqa: BLE001 - closing a broken env must not stop the actor
-                    pass
+            self._idle.put_nowait(slot)
 
     async def close(self) -> None:
         """Close every env of this actor (their sessions and server processes)."""
-        while self._idle is not None and not self._idle.empty():
-            env, _ = self._idle.get_nowait()
-            try:
-                await env.aclose()
-            except Exception:  # noqa: BLE001 - best effort before the actor is killed
-                pass
+        for slot in self._all:
+            await slot.close()
 
 
-def collect_ray(
-    env_id: str,
-    make: Callable[[], Any],
-    factory: Callable[[], Policy],
-    jobs: list[Job],
-    concurrency: int,
-    on_record: Callable[[Job, dict[str, Any]], None],
-    policy_timeout_s: float | None,
-    ray_address: str | None,
-    ray_actors: int | None,
-    task_ids: list[str] | None = None,
-) -> None:
-    """Spread ``jobs`` over a pool of :class:`EpisodeWorker` actors; replace actors that die."""
-    ray = init_ray(ray_address)
-    from ray.exceptions import RayActorError
+@dataclass
+class RayEngine:
+    """Episodes on a pool of Ray actors.
 
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    n_actors = max(1, min(ray_actors or cpus, concurrency, len(jobs)))
-    slots = math.ceil(concurrency / n_actors)
-    remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
+    Args:
+        concurrency: episodes in flight over the whole pool.
+        address: the cluster to join (``None``: a new private local one; ``"auto"``: the running one).
+        actors: actors in the pool (default: the cluster's CPUs, at most ``concurrency``); each runs
+            ``ceil(concurrency / actors)`` env slots. A dead actor loses only its in-flight episodes (recorded as
+            ``env_crash``) and is replaced.
+        policy_timeout_s: a policy turn that takes longer ends its episode as ``policy_error``.
+    """
 
-    def spawn(i: int) -> Any:
-        return remote.options(scheduling_strategy=spread(i)).remote(env_id, make, factory, slots, policy_timeout_s)
+    concurrency: int = 8
+    address: str | None = None
+    actors: int | None = None
+    policy_timeout_s: float | None = None
+    name = "ray"
 
-    actors = [spawn(i) for i in range(n_actors)]
-    load = {i: 0 for i in range(n_actors)}
-    pending: dict[Any, tuple[Job, int, Any]] = {}
-    queue = list(reversed(jobs))
-    try:
-        while queue or pending:
-            while queue and len(pending) < concurrency:
-                i = min(load, key=load.__getitem__)
-                job = queue.pop()
-                pending[actors[i].run.remote(job)] = (job, i, actors[i])
-                load[i] += 1
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=5.0)
-            for ref in ready:
-                job, i, actor = pending.pop(ref)
-                load[i] -= 1
-                task_id = task_ids[job.task_index] if task_ids else None
-                try:
-                    record = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a dead actor, a lost object, a failed task: data
-                    record = failed_record(env_id, job, task_id, "env_crash", exc)
-                    if isinstance(exc, RayActorError) and actors[i] is actor:
-                        actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
-                if record.get("task_id") is None:
-                    record["task_id"] = task_id
-                on_record(job, record)
-    finally:
-        closing = [a.close.remote() for a in actors]
-        ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first
-        for actor in actors:
-            ray.kill(actor)
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+
+    async def run(self, work: Work) -> AsyncIterator[tuple[Job, dict[str, Any]]]:
+        ray = init_ray(self.address)
+        from ray.exceptions import RayActorError
+
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        n_actors = max(1, min(self.actors or cpus, self.concurrency, len(work.jobs)))
+        slots = math.ceil(self.concurrency / n_actors)
+        remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
+
+        def spawn(i: int) -> Any:
+            return remote.options(scheduling_strategy=spread(i)).remote(
+                work.env_id, work.make, work.policy, slots, self.policy_timeout_s
+            )
+
+        actors = [spawn(i) for i in range(n_actors)]
+        load = dict.fromkeys(range(n_actors), 0)
+        pending: dict[asyncio.Future[Any], tuple[Job, int, Any]] = {}
+        queue = list(reversed(work.jobs))
+        try:
+            while queue or pending:
+                while queue and len(pending) < self.concurrency:
+                    i = min(load, key=load.__getitem__)
+                    job = queue.pop()
+                    ref = actors[i].run.remote(job, work.task_id(job))
+                    pending[asyncio.wrap_future(ref.future())] = (job, i, actors[i])
+                    load[i] += 1
+                done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    job, i, actor = pending.pop(fut)
+                    load[i] -= 1
+                    try:
+                        record = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - a dead actor, a lost object, a failed task: data
+                        record = failed_record(work.env_id, job, work.task_id(job), "env_crash", exc)
+                        if isinstance(exc, RayActorError) and actors[i] is actor:
+                            actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
+                    if record.get("task_id") is None:
+                        record["task_id"] = work.task_id(job)
+                    yield job, record
+        finally:
+            for fut in pending:
+                fut.cancel()
+            await asyncio.shield(asyncio.to_thread(_close_actors, ray, actors))
+
+
+def _close_actors(ray: Any, actors: list[Any]) -> None:
+    closing = [a.close.remote() for a in actors]
+    ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first
+    for actor in actors:
+        ray.kill(actor)

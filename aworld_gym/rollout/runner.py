@@ -11,6 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from aworld_gym.core.actions import Action, action_text
 from aworld_gym.core.faces import check_async
 from aworld_gym.rollout.policies import Policy, policy_act
 
@@ -46,13 +47,7 @@ class EpisodeRecorder:
         self.reset_s = time.perf_counter() - self.t0
 
     def step_done(
-        self,
-        action: str,
-        out: tuple[Any, ...],
-        policy_s: float,
-        env_s: float,
-        env: Any = None,
-        sampled: dict[str, Any] | None = None,
+        self, action: str | Action, out: tuple[Any, ...], policy_s: float, env_s: float, env: Any = None
     ) -> None:
         """Record one step from what the outermost env returned; the turn's details come from the env's own turn
         log (``env.unwrapped.turns``) when it keeps one."""
@@ -77,14 +72,15 @@ class EpisodeRecorder:
         if entry is not None:
             row = {k: v for k, v in entry.items() if k not in ("messages", "step_time_s")}
         else:
-            row = {"turn": turn, "action": action, "tool_calls": info.get("tool_calls", []),
+            row = {"turn": turn, "action": action_text(action), "tool_calls": info.get("tool_calls", []),
                    "tool_results": info.get("tool_results", []), "observation": obs,
                    "action_error": info.get("action_error"), "answer": info.get("answer")}  # fmt: skip
         # What the outermost env (wrappers included) returned is the turn's reward.
         row.update(reward=float(reward), reward_components=components, policy_s=policy_s, env_s=env_s)
         self.turns.append(row)
-        if sampled is not None:  # the policy's sampled tokens/logprobs for this action
-            self.turns[-1]["sampled"] = sampled
+        sample = action.sample if isinstance(action, Action) else None
+        if sample is not None:  # the policy's sampled tokens/logprobs (and model version) for this action
+            self.turns[-1]["sampled"] = sample.to_dict()
         self.terminated, self.truncated = bool(terminated), bool(truncated)
         if terminated:
             self.termination = "answer"
@@ -165,7 +161,7 @@ def run_episode(
                 break
             p1 = time.perf_counter()
             out = env.step(action)
-            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped, _sampled(policy, unwrapped))
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped)
             obs, info = out[0], out[4]
             if shots is not None:
                 shots.save(len(rec.turns), _render_sync(unwrapped))
@@ -208,18 +204,13 @@ async def arun_episode(
                 break
             p1 = time.perf_counter()
             out = await env.astep(action)  # type: ignore[attr-defined]
-            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped, _sampled(policy, unwrapped))
+            rec.step_done(action, out, p1 - p0, time.perf_counter() - p1, unwrapped)
             obs, info = out[0], out[4]
             if shots is not None:
                 shots.save(len(rec.turns), await _render_async(unwrapped))
     except Exception as exc:  # noqa: BLE001 - an env failure outside step() is recorded, not raised
         rec.failed("env_error", exc)
     return rec.finish()
-
-
-def _sampled(policy: Policy, env: Any) -> dict[str, Any] | None:
-    take = getattr(policy, "take_sample", None)
-    return take(env) if take is not None else None
 
 
 class Screenshots:

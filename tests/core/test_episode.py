@@ -121,3 +121,49 @@ def test_strict_reraises_the_envs_own_bugs(face):
     assert tr and info["truncation_reason"] == "env_crash" and "a bug in the env" in info["action_error"]
     with pytest.raises(KeyError, match="a bug in the env"):
         run(BrokenCheck({"mcpServers": {"demo": build_server}}, TASKS, strict=True))
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_step_takes_an_action_with_parsed_calls_and_a_sample(face):
+    from aworld_gym.core.actions import Action, Sample, ToolCall
+
+    env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS)
+    # the endpoint parsed the call (ids and all): the env runs it, not a parse of the text
+    act = Action(
+        "Let me add.", tool_calls=[ToolCall("add", {"a": 2, "b": 3}, "srv-1")], sample=Sample([5, 6], [-0.1, -0.2])
+    )
+    both = Action("<answer>5</answer>", tool_calls=[ToolCall("add", {"a": 1, "b": 1}, "x")])
+
+    async def arun():
+        await env.areset(options={"task_id": "add"})
+        out = [await env.astep(act), await env.astep(both)]
+        await env.aclose()
+        return out
+
+    if face == "sync":
+        env.reset(options={"task_id": "add"})
+        out = [env.step(act), env.step(both)]
+        env.close()
+    else:
+        out = asyncio.run(arun())
+    first, second = out
+    assert first[0] == "<tool_response>\n5.0\n</tool_response>" and first[4]["tool_calls"][0]["id"] == "srv-1"
+    assert second[2] and second[4]["answer"] == "5" and "not both" in second[4]["action_error"]
+    assert env.unwrapped.turns[0]["action"] == "Let me add."
+
+
+def test_records_keep_the_policys_sample():
+    from aworld_gym.core.actions import Action, Sample
+    from aworld_gym.rollout.policies import ScriptedPolicy
+
+    class Sampling(ScriptedPolicy):
+        def decide(self, env):
+            return Action(
+                "<answer>5</answer>", sample=Sample(token_ids=[1, 2], logprobs=[-0.5, -0.25], model_version=7)
+            )
+
+    env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS)
+    record = run_episode(env, Sampling(), env_id="x", options={"task_id": "add"})
+    env.close()
+    assert record["turns"][0]["sampled"] == {"token_ids": [1, 2], "logprobs": [-0.5, -0.25], "model_version": 7}
+    assert record["turns"][0]["action"] == "<answer>5</answer>" and record["reward"] == 1.0

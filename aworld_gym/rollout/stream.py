@@ -1,0 +1,310 @@
+"""Streaming rollouts: trajectory records, or whole GRPO groups, handed over as soon as they are complete.
+
+::
+
+    from aworld_gym.rollout.stream import stream_groups
+    for group in stream_groups("AWorld/Code-v0", policy, episodes=512, group_size=8, engine=AsyncEngine(64)):
+        train_on(group)           # all 8 samples of one task; later groups are still being generated
+
+``stream`` / ``stream_groups`` are plain iterators (the episodes run on an event loop in a background thread, so a
+sync training loop can consume them); ``astream`` / ``astream_groups`` are the async generators behind them. Work in
+flight is bounded by the engine's concurrency plus ``buffer`` finished items waiting for the consumer. Leaving the
+loop early (``break``, an exception, ``close()``) stops the workers and closes every env and server.
+:func:`~aworld_gym.rollout.collect.collect` is built on the same :class:`Rollout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+from aworld_gym.core.faces import check_async
+from aworld_gym.core.rewards import apply_group_hooks
+from aworld_gym.rollout.engines import AsyncEngine, Engine, Work
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name, run_coroutine
+from aworld_gym.rollout.jobs import Job, plan_jobs
+from aworld_gym.rollout.policies import Policy
+from aworld_gym.wrappers.reward_shaping import group_hooks
+
+
+class Groups:
+    """Holds a GRPO group's records until the group is complete; scores complete groups with the group reward hooks
+    (each record then says ``group_complete``: False for a group cut short, or split by a resume)."""
+
+    def __init__(self, rubric: Any, group_size: int, jobs: list[Job], todo: list[Job], hold: bool) -> None:
+        self.rubric = rubric if group_size > 1 else None
+        self.hold = hold or self.rubric is not None
+        self.size: Counter[int] = Counter(j.group for j in jobs)
+        self.expected: Counter[int] = Counter(j.group for j in todo)
+        self.held: dict[int, list[dict[str, Any]]] = {}
+        self.group_of: dict[int, int] = {}
+
+    def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """What is ready: this record alone (nothing to group), or its whole group once it is complete."""
+        self.group_of[id(record)] = job.group
+        if not self.hold:
+            return [record]
+        held = self.held.setdefault(job.group, [])
+        held.append(record)
+        if len(held) < self.expected[job.group]:
+            return []
+        return self.held.pop(job.group)
+
+    def flush(self) -> list[list[dict[str, Any]]]:
+        """The groups still held (an interrupted run)."""
+        out = [self.held.pop(key) for key in list(self.held)]
+        return out
+
+    def score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run the group hooks on ``records`` (one group, or single records when nothing is grouped)."""
+        groups: dict[int, list[dict[str, Any]]] = {}
+        for rec in records:
+            groups.setdefault(self.group_of.pop(id(rec), -1), []).append(rec)
+        if self.rubric is None:
+            return records
+        for g, members in groups.items():
+            apply_group_hooks(self.rubric, members, run_coroutine)
+            for rec in members:
+                rec["group_complete"] = len(members) == self.size[g]
+        return records
+
+
+class Rollout:
+    """One run: an env (id or factory), a policy, the planned jobs, an engine.
+
+    Args:
+        env: a registered id or a zero-argument factory returning an env (wrappers included).
+        policy: a policy, or a picklable zero-argument factory (one policy per slot; required for Ray).
+        episodes: how many episodes in all (``skip`` counts against them).
+        engine: an :class:`~aworld_gym.rollout.engines.AsyncEngine` (default) or
+            :class:`~aworld_gym.rollout.ray_engine.RayEngine`.
+        group_size: samples per task in a row (a GRPO group); the env's group reward hooks run on complete groups.
+        seed: episode ``i`` resets with ``seed + i``.
+        task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
+        env_kwargs: ``gym.make`` kwargs (with an id).
+        skip: ``(task_id, sample)`` keys already done (a resumed run).
+        grouped: hold every record until its group is complete (``stream_groups``).
+    """
+
+    def __init__(
+        self,
+        env: EnvLike,
+        policy: Policy | Callable[[], Policy],
+        *,
+        episodes: int,
+        engine: Engine | None = None,
+        group_size: int = 1,
+        seed: int = 0,
+        task_order: str = "cycle",
+        env_kwargs: Mapping[str, Any] | None = None,
+        skip: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
+        grouped: bool = False,
+    ) -> None:
+        if episodes < 1 or group_size < 1:
+            raise ValueError("episodes and group_size must be at least 1")
+        if task_order not in ("cycle", "sample"):
+            raise ValueError("task_order must be 'cycle' or 'sample'")
+        self.env, self.make = env, env_factory(env, env_kwargs)
+        self.policy = policy_factory(policy)
+        self.engine = engine if engine is not None else AsyncEngine()
+        self.episodes, self.group_size, self.seed, self.task_order = episodes, group_size, seed, task_order
+        self.skip, self.grouped = skip, grouped
+        self.probe: Any = None
+        self.env_id = env if isinstance(env, str) else ""
+        self.jobs: list[Job] = []
+        self.todo: list[Job] = []
+        self.groups: Groups | None = None
+
+    def open(self) -> Rollout:
+        """Make a probe env (validates the config, tells the tasks), plan the jobs. Idempotent."""
+        if self.probe is not None:
+            return self
+        self.probe = self.make()
+        try:
+            self.env_id = env_name(self.env, self.probe)
+            check_async(self.probe)
+            tasks = self.probe.unwrapped.tasks
+            self.task_ids = tasks.ids
+            self.jobs = plan_jobs(len(tasks), self.episodes, self.group_size, self.seed, self.task_order)
+            self.todo = [j for j in self.jobs if (tasks[j.task_index].id, j.sample) not in self.skip]
+            rubric = group_hooks(self.probe)
+            self.groups = Groups(rubric, self.group_size, self.jobs, self.todo, self.grouped)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            probe.close()
+
+    async def items(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """Lists of records as they become ready: single records, or whole groups when grouped or scored."""
+        self.open()
+        assert self.groups is not None
+        if getattr(self.engine, "name", "") == "ray":
+            self.close()  # the driver's own servers are not what the actors use
+        work = Work(self.env_id, self.make, self.policy, self.todo, self.task_ids)
+        groups = self.groups
+        run = self.engine.run(work)
+        try:
+            async for job, record in run:
+                ready = groups.add(job, record)
+                if ready and groups.rubric is not None:
+                    ready = await asyncio.to_thread(groups.score, ready)  # a slow (async) hook: off the loop
+                elif ready:
+                    groups.score(ready)
+                if ready:
+                    yield ready
+        finally:
+            await run.aclose()  # type: ignore[attr-defined] - stops the workers, closes every env
+            self.close()
+        # (an interrupted run leaves groups in self.groups.held: collect writes them; a stream's consumer left)
+
+
+def policy_factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
+    """A zero-argument factory for a policy object (shared) or a factory (one policy per slot)."""
+    if isinstance(policy, type) or not hasattr(policy, "act"):
+        return policy  # type: ignore[return-value]
+    return lambda: policy  # type: ignore[return-value]
+
+
+async def astream(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+    """Trajectory records as episodes finish (see :class:`Rollout` for the keywords)."""
+    rollout = Rollout(env, policy, **kwargs)
+    async for ready in _items(rollout):
+        for record in ready:
+            yield record
+
+
+async def astream_groups(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[list[dict[str, Any]]]:
+    """Complete GRPO groups (all samples of a task) as soon as each is complete (see :class:`Rollout`)."""
+    rollout = Rollout(env, policy, grouped=True, **kwargs)
+    async for ready in _items(rollout):
+        yield ready
+
+
+async def _items(rollout: Rollout) -> AsyncIterator[list[dict[str, Any]]]:
+    gen = rollout.items()
+    try:
+        async for ready in gen:
+            yield ready
+    finally:
+        await gen.aclose()
+
+
+class Stream:
+    """A sync iterator over an async generator running on an event loop in a background thread.
+
+    ``buffer`` finished items may wait for the consumer; then the producer waits (backpressure). ``close()`` (or
+    leaving a ``with`` block, or garbage collection) cancels the producer, which stops its workers and closes
+    every env. An exception in the producer is raised in the consumer.
+    """
+
+    _DONE = object()
+
+    def __init__(self, agen: Callable[[], AsyncIterator[Any]], buffer: int = 1) -> None:
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=max(1, buffer))
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(agen,), name="aworld-stream", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self, agen: Callable[[], AsyncIterator[Any]]) -> None:
+        async def pump() -> None:
+            gen = agen()
+            try:
+                async for item in gen:
+                    while not self._stop.is_set():
+                        try:
+                            self._q.put_nowait(item)
+                            break
+                        except queue.Full:
+                            await asyncio.sleep(0.01)
+                    if self._stop.is_set():
+                        break
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                if not isinstance(exc, asyncio.CancelledError):
+                    self._put(exc)
+            finally:
+                await gen.aclose()  # type: ignore[attr-defined]
+                self._put(self._DONE)
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            self._ready.set()
+            await pump()
+
+        try:
+            asyncio.run(main())
+        finally:
+            self._ready.set()
+
+    def _put(self, item: Any) -> None:
+        while True:
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if self._stop.is_set():
+                    return  # nobody is listening any more
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        item = self._q.get()
+        if item is self._DONE:
+            self._stop.set()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._stop.set()
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop the producer, close every env, wait for the background loop to end."""
+        if not self._thread.is_alive():
+            return
+        self._stop.set()
+        while not self._q.empty():  # let a producer blocked on a full buffer see the stop
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                break
+        if self._loop is not None and self._task is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at garbage collection
+            pass
+
+
+def stream(env: EnvLike, policy: Any, *, buffer: int = 1, **kwargs: Any) -> Stream:
+    """Trajectory records as episodes finish, as a plain iterator (see :class:`Rollout` for the keywords)."""
+    return Stream(lambda: astream(env, policy, **kwargs), buffer)
+
+
+def stream_groups(env: EnvLike, policy: Any, *, buffer: int = 1, **kwargs: Any) -> Stream:
+    """Complete GRPO groups as they finish, as a plain iterator (see :class:`Rollout` for the keywords)."""
+    return Stream(lambda: astream_groups(env, policy, **kwargs), buffer)
