@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.group_rewards import add_group_scores, apply_group_hooks, group_scores, score_group
 from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
 
 if TYPE_CHECKING:
@@ -44,15 +45,18 @@ __all__ = [
     "StepContext",
     "TaskScore",
     "ToolErrorPenalty",
+    "add_group_scores",
     "apply_group_hooks",
     "apply_hooks",
     "contains_match",
     "default_hooks",
     "exact_match",
     "get_scorer",
+    "group_scores",
     "normalize_answer",
     "register_scorer",
     "reward_hook",
+    "score_group",
 ]
 
 
@@ -354,8 +358,3 @@ def apply_hooks(hooks: Iterable[Any], ctx: StepContext) -> dict[str, float]:
     """Run sync step hooks on ``ctx``: the weighted components (a bare float is named after its hook). Raises what a
     hook raises."""
     return Rubric(hooks, strict=True).score([as_hook(h) for h in hooks], ctx).components
-
-
-from aworld_gym.core.group_rewards import (  # noqa: E402 - re-exported here, defined beside the stage they serve
-    apply_group_hooks,
-)
