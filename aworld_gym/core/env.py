@@ -12,7 +12,6 @@ reset: :meth:`prepare_episode`, the servers learn of the episode, :meth:`abegin_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,8 +24,9 @@ from aworld_gym.core.actions import ActionParser, ParsedAction, action_text, get
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.prompts import render_system_prompt
-from aworld_gym.core.resources import Holdings
+from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
+from aworld_gym.core.scoring import contains_match, exact_match
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task
@@ -35,7 +35,7 @@ from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
 
 
-class MCPEnv(gym.Env[str, str]):
+class MCPEnv(HoldsResources, gym.Env[str, str]):
     """A text-action environment over MCP tool servers.
 
     Args:
@@ -151,6 +151,7 @@ class MCPEnv(gym.Env[str, str]):
         self._chars = 0
         self._done = True
         self._tools: list[dict[str, Any]] | None = None
+        self._system: str | None = None
         self.last_context: StepContext | None = None
 
     # ----- Gymnasium API ---------------------------------------------------------------------------------
@@ -168,8 +169,10 @@ class MCPEnv(gym.Env[str, str]):
     ) -> tuple[str, dict[str, Any]]:
         """Async :meth:`reset` for collectors running many envs on one event loop."""
         task = self._begin_reset(seed, options)
-        await asyncio.to_thread(self._check_resources)  # a restart may take seconds: not on the loop
-        await asyncio.to_thread(self.prepare_episode, task)
+        if self._holdings.items:
+            await asyncio.to_thread(self._check_resources)  # a restart may take seconds: not on the loop
+        if self._overrides("prepare_episode"):
+            await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         await self.abegin_task(task)
         return self._start_episode(task)
@@ -210,7 +213,10 @@ class MCPEnv(gym.Env[str, str]):
             except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
                 crash = self._crash(exc)
         try:
-            score = await asyncio.to_thread(self._score_answer, parsed) if parsed.answer is not None else None
+            score = None
+            if parsed.answer is not None:  # a scorer that may run tests goes to a worker thread; exact match does not
+                slow = self._overrides("score") or self.scorer not in (exact_match, contains_match)
+                score = await asyncio.to_thread(self._score_answer, parsed) if slow else self._score_answer(parsed)
         except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
             score, crash = None, self._crash(exc)
         ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
@@ -284,24 +290,11 @@ class MCPEnv(gym.Env[str, str]):
     def release(self) -> None:
         """Called once when the env closes, after its sessions are closed (release what the env made itself)."""
 
-    def hold(self, resource: Any) -> str:
-        """Take a shared local server (a ``SharedServer``) for this env's lifetime; returns its URL. Usable before
-        ``super().__init__``; checked at every reset, released on close (or when construction fails)."""
-        if getattr(self, "_holdings", None) is None:
-            self._holdings = Holdings()
-        return self._holdings.hold(resource)
-
-    def local_server(self, name: str) -> Any:
-        """The shared local server behind the ``mcpServers`` entry ``name`` (``None`` if it is not one)."""
-        return next((h.resource for h in self._holdings.items if h.server_name == name), None)
-
     def limit_turns(self, limit: int | None) -> None:
-        """Called by each Gymnasium ``TimeLimit`` around the env as it resets it: the env ends the smallest such
-        turn itself (``turn_limit``). A reset without a ``TimeLimit`` around it uses ``max_turns`` only."""
+        """Told by each ``TimeLimit`` around the env at reset: the env ends the smallest such turn (``turn_limit``)."""
         if limit is not None and limit > 0:
             self._pending_limit = limit if self._pending_limit is None else min(self._pending_limit, limit)
 
-    # ----- views -----------------------------------------------------------------------------------------
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The agent's tools as OpenAI schemas (connects to the servers on first use)."""
@@ -312,14 +305,15 @@ class MCPEnv(gym.Env[str, str]):
 
     @property
     def system_prompt(self) -> str:
-        return render_system_prompt(self.tools, self.preamble)
+        if self._system is None:  # the tools and the preamble do not change: rendered once
+            self._system = render_system_prompt(self.tools, self.preamble)
+        return self._system
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-format message history, derived from the turn log."""
         return [*self._head, *(m for t in self.turns for m in t["messages"])]
 
-    # ----- internals -------------------------------------------------------------------------------------
     def _overrides(self, hook: str) -> bool:
         """Whether a subclass implements ``hook`` (the sync face then runs it on the hub's loop)."""
         return getattr(type(self), hook) is not getattr(MCPEnv, hook)
@@ -330,23 +324,6 @@ class MCPEnv(gym.Env[str, str]):
         limits = [n for n in (self.max_turns, self._pending_limit) if n is not None and n > 0]
         self.turn_limit, self._pending_limit = (min(limits) if limits else None), None
         return task
-
-    def _check_resources(self) -> None:
-        for name in self._holdings.check():
-            self.hub.reconnect(name)  # the server was restarted and knows nothing of our session
-
-    def _failed_init(self) -> None:
-        """Construction failed: release what was held (and what the subclass made before ``super().__init__``)."""
-        try:
-            with contextlib.suppress(Exception):
-                self.release()
-        finally:
-            self._holdings.release()
-
-    def _crash(self, exc: Exception) -> str:
-        if self.strict:
-            raise exc
-        return f"{type(exc).__name__}: {exc}"
 
     async def _acheck(self, results: list[ToolResult]) -> TaskState | None:
         assert self.task is not None

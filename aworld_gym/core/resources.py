@@ -13,6 +13,7 @@ Nothing else is needed: no try/except around ``super().__init__``, no ``prepare_
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -111,3 +112,36 @@ class Holdings:
         items, self.items = self.items, []
         for held in reversed(items):
             held.resource.release()
+
+
+class HoldsResources:
+    """What an env does with the shared local servers it holds (mixed into ``MCPEnv``)."""
+
+    _holdings: Holdings
+    hub: Any
+    release: Any  # the env's own release hook
+
+    def hold(self, resource: Any) -> str:
+        """Hold a shared local server (``SharedServer``) for the env's life (usable before ``super().__init__``)."""
+        if getattr(self, "_holdings", None) is None:
+            self._holdings = Holdings()
+        return self._holdings.hold(resource)
+
+    def local_server(self, name: str) -> Any:
+        """The shared local server behind the ``mcpServers`` entry ``name`` (``None`` if it is not one)."""
+        return next((h.resource for h in self._holdings.items if h.server_name == name), None)
+
+    def _check_resources(self) -> None:
+        for name in self._holdings.check():
+            self.hub.reconnect(name)  # the server was restarted and knows nothing of our session
+
+    def _failed_init(self) -> None:
+        """Construction failed: release what was held (and what the subclass made before ``super().__init__``)."""
+        with contextlib.suppress(Exception):
+            self.release()
+        self._holdings.release()
+
+    def _crash(self, exc: Exception) -> str:
+        if self.strict:
+            raise exc
+        return f"{type(exc).__name__}: {exc}"

@@ -414,11 +414,11 @@ class AWorldToolEnv:
 
     env_id: str = ""
     env_kwargs: dict[str, Any] = {}  # noqa: RUF012 - set per generated subclass
-    make_env: Callable[[], Any] = staticmethod(lambda: None)  # type: ignore[assignment] - set per subclass
+    _make_env: Callable[[], Any] = staticmethod(lambda: None)  # type: ignore[assignment] - set per subclass
     ANSWER_HINT = "\n\nUse the tools as needed; when you know the final answer, call `answer` with it."
 
     def __init__(self) -> None:
-        self._env = self.make_env()
+        self._env = self._make_env()
         self._over = True
         self._return = 0.0
         self.components: dict[str, float] = {}
@@ -515,7 +515,7 @@ def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEn
         name = env_name(env_id, probe)
     finally:
         probe.close()
-    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "make_env": staticmethod(make)}
+    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "_make_env": staticmethod(make)}
     reserved = set(dir(AWorldToolEnv))
     for schema in schemas:
         tool = schema["function"]["name"]

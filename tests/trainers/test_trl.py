@@ -331,6 +331,12 @@ def length_reward(completions, **_):
     return [-0.001 * len(str(c)) for c in completions]
 
 
+def parity_reward(completions, **_):
+    """Reward variance that does not depend on what the model wrote (completions cut at the same length would
+    give length_reward none): the test is that gradients flow through environment_factory's rollouts."""
+    return [float(i % 2) for i in range(len(completions))]
+
+
 @pytest.mark.parametrize("env_id", ["AWorld/Code-v0", "AWorld/MCP-v0"])
 def test_environment_factory_trains(env_id, warm, tmp_path):
     model, tok = load(warm)
@@ -340,7 +346,7 @@ def test_environment_factory_trains(env_id, warm, tmp_path):
     trainer = GRPOTrainer(
         model=model,
         processing_class=tok,
-        reward_funcs=[length_reward],
+        reward_funcs=[length_reward, parity_reward],
         args=config(tmp_path, max_completion_length=96, max_tool_calling_iterations=2),
         train_dataset=task_dataset(env_id, limit=2, **kwargs),
         environment_factory=factory,
