@@ -1,14 +1,15 @@
 """Rollout scaling: episodes per second against concurrency, in-process and on Ray, plus the whole command.
 
 Latency-bound episodes: the scripted reference policy with a fixed per-turn latency standing in for a model
-server, on ``AWorld/MCP-v0`` (a calculator server over streamable HTTP shared by every env; 2 turns per episode)
+server, on ``AWorld/MCP-v0`` (a calculator server over streamable HTTP shared by every env, or with ``--pool K``
+our stdio server with ``"pool": K``; 2 turns per episode)
 and on ``AWorld/Code-v0`` (HumanEval; every episode also runs two sandboxed Python processes, so on a 2-core
 machine it becomes CPU-bound as concurrency grows). For each engine and concurrency it reports episodes/s, the
 speedup over sequential collection (concurrency 1; 4 x concurrency episodes per level), efficiency (speedup / concurrency) and peak memory (RSS of
 this process and of its children); then it times the ``aworld-gym rollout`` command from outside, start-up
 included: 256 episodes at concurrency 64 against 4 sequential episodes. Prints tables and writes JSON.
 
-    python benchmarks/rollout_scaling.py [--latency 1.0] [--quick]
+    python benchmarks/rollout_scaling.py [--latency 1.0] [--quick] [--pool K]
 """
 
 from __future__ import annotations
@@ -61,8 +62,15 @@ def table(rows: list[dict], base: dict[tuple[str, str], float]) -> None:
               f"{r['peak_rss_mb'] + r['peak_child_rss_mb']:>12.0f}")  # fmt: skip
 
 
-def whole_command(url: str, tasks_path: str, latency: float) -> dict:
-    calc = {"type": "streamable-http", "url": url, "share_session": True}
+def calc_entry(url: str, pool: int) -> dict:
+    """The calculator: one HTTP session shared by all envs, or (``--pool K``) our stdio server pooled K per process."""
+    if pool:
+        return {"command": sys.executable, "args": ["-m", "aworld_gym.mcp.demo_server"], "pool": pool}
+    return {"type": "streamable-http", "url": url, "share_session": True}  # one MCP session for all envs
+
+
+def whole_command(url: str, tasks_path: str, latency: float, pool: int = 0) -> dict:
+    calc = calc_entry(url, pool)
     env_kwargs = json.dumps({"mcp_config": {"mcpServers": {"calc": calc}}, "tasks": tasks_path})
     exe = str(Path(sys.executable).parent / "aworld-gym")
     out = {}
@@ -86,8 +94,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=float, default=1.0, help="policy seconds per turn")
     ap.add_argument("--quick", action="store_true", help="fewer configurations (a smoke run)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/rollout_scaling.json"))
+    ap.add_argument(
+        "--pool",
+        type=int,
+        default=0,
+        metavar="K",
+        help='calculator as a stdio server with "pool": K (K processes per process) instead of HTTP',
+    )
+    ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/rollout_scaling[_poolK].json)")
     args = ap.parse_args()
+    args.out = args.out or str(
+        ROOT / f"benchmarks/results/rollout_scaling{f'_pool{args.pool}' if args.pool else ''}.json"
+    )
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     lat = args.latency
     levels = [1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]
@@ -96,7 +114,7 @@ def main() -> None:
     with http_demo_server() as url, tempfile.TemporaryDirectory() as tmp:
         tasks_path = f"{tmp}/tasks.jsonl"
         Path(tasks_path).write_text("".join(json.dumps(t) + "\n" for t in plan_tasks(64)))
-        calc = {"type": "streamable-http", "url": url, "share_session": True}  # one MCP session for all envs
+        calc = calc_entry(url, args.pool)
         mcp = {"mcp_config": {"mcpServers": {"calc": calc}}, "tasks": tasks_path}
         for env_id, kwargs in (("AWorld/MCP-v0", mcp), ("AWorld/Code-v0", {})):
             seq = run(env_id, kwargs, lat, 1, 4, "async")
@@ -120,7 +138,7 @@ def main() -> None:
                 ray_overhead[r["concurrency"]] = local["episodes_per_s"] / r["episodes_per_s"]
         print("Ray vs in-process (in-process eps/s / Ray eps/s): "
               + ", ".join(f"c={c}: {v:.2f}x" for c, v in ray_overhead.items()))  # fmt: skip
-        cmd = whole_command(url, tasks_path, lat)
+        cmd = whole_command(url, tasks_path, lat, args.pool)
     print(f"whole command (from outside, start-up included): 4 sequential episodes "
           f"{cmd['sequential']['episodes_per_s']:.2f} eps/s ({cmd['sequential']['wall_s']:.1f} s); 256 at concurrency 64 "
           f"{cmd['parallel']['episodes_per_s']:.2f} eps/s ({cmd['parallel']['wall_s']:.1f} s): "
@@ -129,7 +147,7 @@ def main() -> None:
                  and r["concurrency"] == 64)  # fmt: skip
     print(f"efficiency at concurrency 64, in-process, MCP-v0: {eff64:.2f} (target >= 0.9: "
           f"{'met' if eff64 >= 0.9 else 'NOT met'})")  # fmt: skip
-    result = {"benchmark": "rollout_scaling", "latency_s": lat, "cpus": os.cpu_count(), "rows": rows,
+    result = {"benchmark": "rollout_scaling", "latency_s": lat, "cpus": os.cpu_count(), "pool": args.pool, "rows": rows,
               "ray_overhead": ray_overhead, "whole_command": cmd, "efficiency_c64_mcp": eff64}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

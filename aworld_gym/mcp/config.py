@@ -11,7 +11,8 @@
 (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``) may be given as values too, or through
 ``servers={"name": obj}``; a zero-argument callable that returns such an object (a server factory) works
 everywhere an object does, and survives ``gym.make``'s deep copy of its kwargs. ``reset_tool`` (our extension) names a tool the env calls at every reset; it is
-hidden from the agent.
+hidden from the agent. ``pool`` (ours, stdio servers) lets the envs of one process share a few processes of a
+server that keeps no per-client state.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
-               "reset_tool", "server", "disabled", "description", "share_session"}  # fmt: skip
+               "reset_tool", "server", "disabled", "description", "share_session", "pool", "share"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class ServerSpec:
         reset_tool: a tool called at every env reset (hidden from the agent).
         share_session: (ours, HTTP servers) every env on the same event loop shares one MCP session; only for
             servers that tell envs apart by the per-call ``_meta`` (aworld-gym's own servers do).
+        pool: (ours, stdio servers) the hubs on one event loop share at most this many processes of the server
+            (``"share": true`` means 1); each process serves many hubs over one MCP session, a new hub goes to the
+            least-loaded one, and they start lazily and stop with the last hub. ``None`` (the default): every hub
+            starts its own process, which stateful servers need. Only for servers that keep no per-client state
+            (or tell envs apart by the per-call ``_meta``).
     """
 
     name: str
@@ -61,6 +67,7 @@ class ServerSpec:
     server: Any = None
     reset_tool: str | None = None
     share_session: bool = False
+    pool: int | None = None
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -150,6 +157,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "sse_read_timeout": _positive(name, "sse_read_timeout", entry.get("sse_read_timeout")),
         "reset_tool": entry.get("reset_tool"),
         "share_session": bool(entry.get("share_session", False)),
+        "pool": _pool(name, kind, entry),
     }
     if kind == "stdio":
         command = entry.get("command")
@@ -180,6 +188,29 @@ def _spec(name: str, entry: Any) -> ServerSpec:
     if not isinstance(headers, Mapping):
         raise ConfigError(f"mcpServers[{name!r}]: 'headers' must be an object of strings")
     return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, **common)
+
+
+def _pool(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:
+    """The ``pool`` size of a server entry (``"share": true`` is ``"pool": 1``); ``None`` when not pooled."""
+    pool, share = entry.get("pool"), entry.get("share")
+    if share is not None and not isinstance(share, bool):
+        raise ConfigError(f"mcpServers[{name!r}]: 'share' must be true or false, got {share!r}")
+    if pool is not None and share:
+        raise ConfigError(f"mcpServers[{name!r}]: give 'pool' (a number of processes) or 'share', not both")
+    key = "pool" if pool is not None else "share"
+    if share:
+        pool = 1
+    if pool is None:
+        return None
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ConfigError(
+            f"mcpServers[{name!r}]: 'pool' must be an integer >= 1 (the most processes of this server that the envs "
+            f"of one process share), got {pool!r}"
+        )
+    if kind != "stdio":
+        hint = "; an HTTP server is shared with 'share_session': true" if kind in ("sse", "streamable-http") else ""
+        raise ConfigError(f"mcpServers[{name!r}]: {key!r} is for stdio servers (this one is {kind}){hint}")
+    return pool
 
 
 def _positive(name: str, key: str, value: Any) -> float | None:

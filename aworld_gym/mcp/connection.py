@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import tempfile
-import weakref
 from typing import Any
 
 from aworld_gym.core.errors import ServerError
@@ -179,56 +178,3 @@ async def _list_all_tools(client: Any) -> list[Any]:
         if not cursor:
             break
     return tools
-
-
-class ConnectionPool:
-    """Sessions shared by every hub of one event loop that talks to the same server (``share_session``).
-
-    For servers that tell envs apart by the per-call ``_meta`` (ours do): 64 envs on one loop then open one MCP
-    session instead of 64. Reference-counted: the last hub to let go closes the session.
-    """
-
-    def __init__(self) -> None:
-        # loop -> spec key -> (connection, refs); keyed by the loop object (ids are reused after a loop closes)
-        self._conns: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Connection, int]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._locks: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], asyncio.Lock]] = weakref.WeakKeyDictionary()
-
-    @staticmethod
-    def key(spec: ServerSpec) -> tuple[Any, ...]:
-        return (spec.type, spec.url, tuple(sorted(spec.headers.items())), spec.command, spec.args,
-                tuple(sorted(spec.env.items())), spec.cwd, spec.timeout, spec.sse_read_timeout)  # fmt: skip
-
-    async def acquire(self, spec: ServerSpec) -> Connection:
-        loop = asyncio.get_running_loop()
-        conns = self._conns.setdefault(loop, {})
-        key = self.key(spec)
-        lock = self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
-        async with lock:
-            entry = conns.get(key)
-            if entry is not None:
-                conns[key] = (entry[0], entry[1] + 1)
-                return entry[0]
-            conn = Connection(spec)
-            conn.shared = True
-            await conn.start()
-            conns[key] = (conn, 1)
-            return conn
-
-    async def release(self, conn: Connection) -> None:
-        conns = self._conns.get(asyncio.get_running_loop(), {})
-        key = self.key(conn.spec)
-        entry = conns.get(key)
-        if entry is None or entry[0] is not conn:
-            await conn.stop()
-            return
-        if entry[1] > 1:
-            conns[key] = (conn, entry[1] - 1)
-            return
-        del conns[key]
-        await conn.stop()
-        conn.close_log()
-
-
-POOL = ConnectionPool()

@@ -23,9 +23,10 @@ from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
-from aworld_gym.mcp.connection import POOL, Connection
+from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.loop import HubLoop
 from aworld_gym.mcp.namespace import RoutedTool, build_tools
+from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.results import (
     BAD_ARGUMENTS,
     INVALID_ARGUMENTS,
@@ -147,7 +148,8 @@ class ToolHub:
         self._tools: dict[str, RoutedTool] = {}
         self._started = False
         self._closed = False
-        self._loop = HubLoop()
+        # A hub with a pooled server driven synchronously lives on the background loop, so that it shares the pool.
+        self._loop = HubLoop(background=any(s.pool for s in self.specs))
         self._watchdog = Watchdog()
         self._guard: float | None = None
 
@@ -249,7 +251,7 @@ class ToolHub:
     # ----- internals (run on the background loop) -------------------------------------------------------
     async def _astart(self) -> None:
         async def open_one(spec: ServerSpec) -> Connection:
-            if spec.share_session and spec.type in ("streamable-http", "sse"):
+            if spec.pool or (spec.share_session and spec.type in ("streamable-http", "sse")):
                 return await POOL.acquire(spec)
             conn = Connection(spec)
             try:
@@ -282,8 +284,8 @@ class ToolHub:
             return
         if conn.restart_lock is None:
             conn.restart_lock = asyncio.Lock()
-        async with conn.restart_lock:  # hubs sharing the session restart it once
-            if conn.alive:
+        async with conn.restart_lock:  # hubs sharing the session (or pooled process) restart it once
+            if conn.alive or self._closed:
                 return
             await conn.stop()
             await conn.start()

@@ -57,12 +57,18 @@ class HubLoop:
     - First used asynchronously (``await env.astep``): the caller's running loop.
 
     Either way the loop lives as long as the hub, and every MCP session stays on it.
+
+    Args:
+        background: bind synchronous use to the background loop even where a private loop would do (a hub with a
+            pooled server: pools are per loop, so the hubs of a process share one only on a common loop; each call
+            then costs a thread hop, cheaper than a server process per hub).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, background: bool = False) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._background: BackgroundLoop | None = None
         self._lock = threading.Lock()
+        self._prefer_background = background
 
     @property
     def private(self) -> bool:
@@ -72,8 +78,9 @@ class HubLoop:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            self.loop = asyncio.new_event_loop()
-            return
+            if not self._prefer_background:
+                self.loop = asyncio.new_event_loop()
+                return
         self._background = get_loop()
         self.loop = self._background.loop
 
