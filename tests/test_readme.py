@@ -31,3 +31,13 @@ def test_readme_code_env_example_runs():
 def test_readme_opens_with_the_two_commands():
     head = README.read_text().split("## ", 1)[0]
     assert "make run" in head and "make test" in head
+
+
+def test_readme_streaming_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    block = next(b for b in blocks if "stream_groups" in b)
+    code = block + "\nassert summary.recorded == 8 and summary.successes == 8\nprint('STREAM-OK')\n"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "STREAM-OK" in out.stdout
