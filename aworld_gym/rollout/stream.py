@@ -45,9 +45,9 @@ class Groups:
 
     def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
         """What is ready: this record alone (nothing to group), or its whole group once it is complete."""
-        self.group_of[id(record)] = job.group
         if not self.hold:
             return [record]
+        self.group_of[id(record)] = job.group
         held = self.held.setdefault(job.group, [])
         held.append(record)
         if len(held) < self.expected[job.group]:
@@ -56,8 +56,7 @@ class Groups:
 
     def flush(self) -> list[list[dict[str, Any]]]:
         """The groups still held (an interrupted run)."""
-        out = [self.held.pop(key) for key in list(self.held)]
-        return out
+        return [self.held.pop(key) for key in list(self.held)]
 
     def score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run the group hooks on ``records`` (one group, or single records when nothing is grouped)."""
@@ -158,7 +157,7 @@ class Rollout:
                 if ready and groups.rubric is not None:
                     ready = await asyncio.to_thread(groups.score, ready)  # a slow (async) hook: off the loop
                 elif ready:
-                    groups.score(ready)
+                    groups.score(ready)  # forgets which group the records were in
                 if ready:
                     yield ready
         finally:
@@ -176,26 +175,23 @@ def policy_factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy
 
 async def astream(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
     """Trajectory records as episodes finish (see :class:`Rollout` for the keywords)."""
-    rollout = Rollout(env, policy, **kwargs)
-    async for ready in _items(rollout):
-        for record in ready:
-            yield record
+    items = Rollout(env, policy, **kwargs).items()
+    try:
+        async for ready in items:
+            for record in ready:
+                yield record
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
 
 
 async def astream_groups(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[list[dict[str, Any]]]:
     """Complete GRPO groups (all samples of a task) as soon as each is complete (see :class:`Rollout`)."""
-    rollout = Rollout(env, policy, grouped=True, **kwargs)
-    async for ready in _items(rollout):
-        yield ready
-
-
-async def _items(rollout: Rollout) -> AsyncIterator[list[dict[str, Any]]]:
-    gen = rollout.items()
+    items = Rollout(env, policy, grouped=True, **kwargs).items()
     try:
-        async for ready in gen:
+        async for ready in items:
             yield ready
     finally:
-        await gen.aclose()
+        await items.aclose()  # type: ignore[attr-defined]
 
 
 class Stream:

@@ -1,4 +1,7 @@
-"""GRPO groups inside a trainer that runs one sample per coroutine (verl's agent loop).
+"""GRPO groups inside trainers: the batch helpers of the TRL adapter, and the gate of a trainer that runs one sample
+per coroutine (verl's agent loop).
+
+A TRL batch is at hand whole: :func:`group_keys` finds its groups, :func:`run_group_hooks` scores them.
 
 verl starts every sample of a worker's chunk as its own task on one event loop, all at once, and gives each the
 group's ``uid``. A sample *enters* its group before its first await (so when any sample finishes, every member on
@@ -11,10 +14,12 @@ on this worker, recorded as ``group_size`` in each record.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_gym.core.rewards import Rubric, Scores, score_group
+from aworld_gym.core.rewards import Rubric, Scores, apply_group_hooks, score_group
+from aworld_gym.trainers.token_rollout import prompt_text
 
 
 @dataclass
@@ -72,3 +77,34 @@ def gate() -> GroupGate:
             del _GATES[old]
         _GATES[loop] = GroupGate()
     return _GATES[loop]
+
+
+# ----- groups of a batch (TRL: the whole batch is at hand) ----------------------------------------------
+def group_keys(prompts: Sequence[Any], num_generations: int | None) -> list[str]:
+    """The GRPO group of each prompt of a batch: TRL repeats each prompt ``num_generations`` times in a row, so
+    consecutive blocks of identical prompts are groups (two groups of one prompt stay apart); otherwise, the text."""
+    texts = [prompt_text(p) for p in prompts]
+    g = int(num_generations or 0)
+    if g > 1 and len(texts) % g == 0 and all(len(set(texts[i : i + g])) == 1 for i in range(0, len(texts), g)):
+        return [f"{i // g}:{t}" for i, t in enumerate(texts)]
+    return texts
+
+
+def run_group_hooks(rubric: Any, summaries: list[dict[str, Any]], keys: Sequence[str]) -> None:
+    """Run group reward hooks on each GRPO group of a batch (the episodes with the same ``key``), and fold their
+    components into ``env_reward`` / ``reward_components`` (the fields TRL's reward functions read)."""
+    if rubric is None or not rubric.group:
+        return
+    by_key: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_key.setdefault(key, []).append(i)
+    for idxs in by_key.values():
+        records = [{**summaries[i], "reward": summaries[i]["env_reward"], "score": summaries[i]["task_score"]}
+                   for i in idxs]  # fmt: skip
+        from aworld_gym.rollout.envs import run_coroutine
+
+        apply_group_hooks(rubric, records, run_coroutine)
+        for i, rec in zip(idxs, records, strict=True):
+            summaries[i]["env_reward"] = rec["reward"]
+            summaries[i]["reward_components"] = rec["reward_components"]
+            summaries[i]["group_reward_components"] = rec.get("group_reward_components", {})

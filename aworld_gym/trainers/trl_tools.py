@@ -1,0 +1,236 @@
+"""``GRPOTrainer(environment_factory=...)``: an AWorld env's MCP tools as the typed, documented methods of a class
+that TRL's own tool loop calls; plus the group reward function and the tool parser for such training."""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
+from aworld_gym.trainers.groups import run_group_hooks
+from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
+from aworld_gym.wrappers.reward_shaping import group_hooks
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
+
+
+def _hint(schema: dict[str, Any]) -> Any:
+    """A Python type hint for a JSON schema property (as transformers' get_json_schema reads them back)."""
+    if "enum" in schema and schema["enum"] and all(isinstance(v, str | int | float | bool) for v in schema["enum"]):
+        return Literal[tuple(schema["enum"])]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        hints = [_hint({**schema, "type": k}) for k in kind if k != "null"]
+        hint: Any = hints[0] if hints else str
+        for h in hints[1:]:
+            hint = hint | h
+        return hint | None if "null" in kind else hint
+    if kind == "array":
+        items = schema.get("items")
+        return list[_hint(items)] if isinstance(items, dict) and items.get("type") else list
+    if kind in _JSON_TYPES:
+        return _JSON_TYPES[kind]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return _hint({"type": [s.get("type", "string") for s in schema[key] if isinstance(s, dict)]})
+    return str
+
+
+def _docstring(description: str, props: dict[str, Any]) -> str:
+    lines = [(description or "A tool.").strip().replace("\n\n", "\n"), "", "Args:"]
+    for name, prop in props.items():
+        desc = " ".join(str(prop.get("description") or f"The {name} argument.").split())
+        lines.append(f"    {name}: {desc}")
+    if not props:
+        lines = lines[:-2]
+    return "\n".join(lines)
+
+
+def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
+    fn = schema.get("function", schema)
+    params = fn.get("parameters") or {}
+    props: dict[str, Any] = dict(params.get("properties") or {})
+    required = set(params.get("required") or [])
+    order = [p for p in props if p in required] + [p for p in props if p not in required]
+    sig_params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for p in order:
+        hint = _hint(props[p])
+        if p in required:
+            sig_params.append(inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=hint))
+        else:
+            hint = hint | None
+            sig_params.append(inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=hint, default=None))
+        annotations[p] = hint
+    annotations["return"] = str
+
+    def method(self: Any, **kwargs: Any) -> str:
+        args = {k: v for k, v in kwargs.items() if v is not None or k in required}
+        return self._call_tool(name, args)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = _docstring(fn.get("description", ""), {p: props[p] for p in order})
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(sig_params, return_annotation=str)  # type: ignore[attr-defined]
+    return method
+
+
+class AWorldToolEnv:
+    """Base of the classes made by :func:`environment_factory` (one env per instance)."""
+
+    env_id: str = ""
+    env_kwargs: dict[str, Any] = {}  # noqa: RUF012 - set per generated subclass
+    _make_env: Callable[[], Any] = staticmethod(lambda: None)  # type: ignore[assignment] - set per subclass
+    ANSWER_HINT = "\n\nUse the tools as needed; when you know the final answer, call `answer` with it."
+
+    def __init__(self) -> None:
+        self._env = self._make_env()
+        self._over = True
+        self._return = 0.0
+        self.components: dict[str, float] = {}
+        self.turns = 0
+        self.truncation_reason: str | None = None
+        self.task_id: str | None = None
+        self.score: float | None = None
+        _tool_envs.add(self)
+
+    def reset(self, **row: Any) -> str | None:
+        """Start the episode on the row's task (``task_id`` column, else the prompt's text)."""
+        options: dict[str, Any] = {}
+        if row.get("task_id") is not None:
+            options["task_id"] = row["task_id"]
+        else:
+            options["task"] = adhoc_task(prompt_text(row.get("prompt")))
+        _, info = self._env.reset(options=options)
+        self.task_id = info.get("task_id")
+        self.score: float | None = None
+        self._over, self._return, self.components, self.turns = False, 0.0, {}, 0
+        self.truncation_reason = None
+        return self.ANSWER_HINT
+
+    def get_reward(self) -> float:
+        """The episode's return: the task score when ``answer`` was called, plus the env's shaping components."""
+        return self._return
+
+    def answer(self, answer: str) -> str:
+        """Submit the final answer to the task; this ends the episode.
+
+        Args:
+            answer: The final answer.
+        """
+        return self._act(f"<answer>{answer}</answer>")
+
+    def _close(self) -> None:
+        """Close the env (not a tool: TRL exposes every public method to the model)."""
+        self._env.close()
+
+    def _call_tool(self, name: str, args: dict[str, Any]) -> str:
+        call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
+        return self._act(f"<tool_call>\n{call}\n</tool_call>")
+
+    def _act(self, text: str) -> str:
+        if self._over:
+            return "The episode is over; no more tool calls are accepted."
+        _, reward, term, trunc, info = self._env.step(text)
+        self.turns += 1
+        self._return += float(reward)
+        for k, v in (info.get("reward_components") or {}).items():
+            self.components[k] = self.components.get(k, 0.0) + float(v)
+        if info.get("score") is not None:
+            self.score = float(info["score"])
+        # what the model is shown of each call (a task's note after the last one, e.g. the page now, included)
+        log = getattr(self._env.unwrapped, "turns", None)
+        shown = [m["content"] for m in log[-1]["messages"] if m["role"] == "tool"] if log else []
+        results = info.get("tool_results") or []
+        if not shown:
+            shown = [r["text"] for r in results]
+        out = "\n".join(shown) if shown else (info.get("action_error") or "")
+        if term or trunc:
+            self._over = True
+            self.truncation_reason = info.get("truncation_reason")
+            if info.get("answer") is not None:
+                out = "Your final answer was recorded."
+            else:
+                out = (out + "\n" if out else "") + f"The episode ended ({self.truncation_reason})."
+        return out
+
+
+_tool_envs: weakref.WeakSet[AWorldToolEnv] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_tool_envs() -> None:
+    for e in list(_tool_envs):
+        try:
+            e._close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEnv]:
+    """A class for ``GRPOTrainer(environment_factory=...)``: one instance per rollout, the env's MCP tools as
+    typed, documented methods, ``answer(answer)`` to finish, ``reset(**row)`` and ``get_reward()``.
+
+    ``env_id`` is a registered id (with ``env_kwargs``) or a zero-argument factory returning an env; each instance
+    steps the outermost env. Add :func:`group_reward` to ``reward_funcs`` to run the env's group reward hooks.
+    """
+    make = env_factory(env_id, env_kwargs)
+    probe = make()
+    try:
+        schemas = probe.unwrapped.tools
+        name = env_name(env_id, probe)
+    finally:
+        probe.close()
+    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "_make_env": staticmethod(make)}
+    reserved = set(dir(AWorldToolEnv))
+    for schema in schemas:
+        tool = schema["function"]["name"]
+        if tool in reserved or not tool.isidentifier():
+            raise ValueError(f"tool {tool!r} of {name} cannot be a method name; rename it with allow_tools/deny_tools")
+        namespace[tool] = _tool_method(tool, schema)
+    cls_name = "".join(ch for ch in name.title() if ch.isalnum()) + "Tools"
+    return type(cls_name, (AWorldToolEnv,), namespace)
+
+
+def ensure_tool_parser(tokenizer: Any) -> Any:
+    """Give ``tokenizer`` TRL's Qwen3 response parser when TRL does not recognise its chat template.
+
+    ``environment_factory`` needs ``tokenizer.parse_response`` to find tool calls. TRL sets it for the chat
+    templates it knows (real Qwen3 checkpoints); a Qwen3-format template it does not know by heart (e.g. the tiny
+    offline Qwen3 of ``aworld_gym.trainers.tiny_qwen3``) gets TRL's Qwen3 parser here.
+    """
+    from trl import chat_template_utils as ctu
+
+    if getattr(tokenizer, "response_schema", None) is not None or getattr(tokenizer, "response_template", None):
+        return tokenizer
+    try:
+        return ctu.add_response_schema(tokenizer)
+    except ValueError:
+        if getattr(ctu, "_SUPPORTS_RESPONSE_TEMPLATE", False):
+            tokenizer.response_template = ctu.qwen3_template
+        else:
+            tokenizer.response_schema = ctu.qwen3_schema
+        return tokenizer
+
+
+def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
+    """A TRL reward function for ``environment_factory`` training: the env's group reward hooks, run on the
+    rollouts of each task in the batch (a GRPO group), each hook seeing every rollout's return and components as
+    the other adapters do. Add it to ``reward_funcs`` next to the env's ``get_reward``: it returns only the group
+    part."""
+    if environments is None:
+        raise ValueError("group_reward needs GRPOTrainer(environment_factory=...): the environments are missing")
+    rubric = group_hooks(environments[0]._env) if environments else None
+    summaries = [
+        {"env_reward": e.get_reward(), "task_score": e.score or 0.0, "reward_components": dict(e.components),
+         "task_id": e.task_id, "num_turns": e.turns, "truncation_reason": e.truncation_reason or ""}
+        for e in environments
+    ]  # fmt: skip
+    before = [s["env_reward"] for s in summaries]
+    run_group_hooks(rubric, summaries, [str(e.task_id) for e in environments])
+    return [float(s["env_reward"]) - b for s, b in zip(summaries, before, strict=True)]
