@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -36,17 +35,28 @@ from pathlib import Path
 from typing import Literal
 
 from aworld_gym.core.errors import SandboxError
-from aworld_gym.sandbox.cgroups import Cgroup, CgroupLimiter
+from aworld_gym.sandbox.cgroups import Cgroup
+from aworld_gym.sandbox.host import (
+    NOBODY,
+    SETPRIV,
+    SYSTEM_DIRS,
+    bwrap_problem,
+    cgroup_limiter,
+    child_setup,
+    dirs_for,
+    kill_tree,
+    python_roots,
+    read_capped,
+    world_readable,
+)
+
+__all__ = ["FILES_DIR", "MAIN", "WORK_DIR", "ExecResult", "Limits", "Sandbox", "SandboxWarning", "world_readable"]
 
 logger = logging.getLogger(__name__)
 
-NOBODY = 65534
-_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 WORK_DIR = "/sandbox/work"
 FILES_DIR = "/sandbox/files"
 MAIN = "/sandbox/main.py"
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ld.so.cache",
-                "/etc/localtime", "/etc/ssl/certs")  # fmt: skip
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORK_DIR,
@@ -142,7 +152,7 @@ class Sandbox:
     def __init__(self, limits: Limits | None = None, isolation: Isolation = "auto", python: str | None = None) -> None:
         self.limits = limits or Limits()
         self.python = python or sys.executable
-        self._cgroups = _cgroup_limiter()
+        self._cgroups = cgroup_limiter()
         self.isolation = self._choose(isolation)
         self._scratch = Path(tempfile.mkdtemp(prefix="aworld-sandbox-exec-"))
         self._counter = 0
@@ -155,7 +165,7 @@ class Sandbox:
     def _choose(self, isolation: Isolation) -> str:
         if isolation == "none":
             return "none"
-        problem = _bwrap_problem()
+        problem = bwrap_problem()
         if problem is None:
             return "bwrap"
         if isolation == "bwrap":
@@ -165,7 +175,7 @@ class Sandbox:
     def _report(self) -> dict[str, object]:
         missing = []
         if self.isolation != "bwrap":
-            why = _bwrap_problem() or "disabled by isolation='none'"
+            why = bwrap_problem() or "disabled by isolation='none'"
             missing += [
                 f"NO filesystem isolation and NO network isolation ({why}); code can read the host's files and "
                 "reach the network. Install bubblewrap (apt-get install bubblewrap).",
@@ -228,7 +238,7 @@ class Sandbox:
         else:
             argv = ["bwrap", "--unshare-all"]  # an unprivileged user: a user namespace of its own uid
         argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
-        for d in _SYSTEM_DIRS:
+        for d in SYSTEM_DIRS:
             argv += ["--ro-bind-try", d, d]
         # /proc, /dev and the private /tmp first: a Python installation under /tmp is then bound on top of it.
         argv += [
@@ -244,12 +254,12 @@ class Sandbox:
             "/tmp",
         ]
         made: set[str] = set()
-        for prefix in _python_roots(self.python):
-            argv += _dirs_for(prefix, made)
+        for prefix in python_roots(self.python):
+            argv += dirs_for(prefix, made)
             argv += ["--ro-bind", prefix, prefix]
-        argv += [*_dirs_for(WORK_DIR, made), "--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
+        argv += [*dirs_for(WORK_DIR, made), "--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
         if files:
-            argv += _dirs_for(f"{FILES_DIR}/x", made)
+            argv += dirs_for(f"{FILES_DIR}/x", made)
         for f in files:
             argv += ["--ro-bind", str(f), f"{FILES_DIR}/{f.name}"]
         argv += ["--clearenv"]
@@ -257,7 +267,7 @@ class Sandbox:
             argv += ["--setenv", k, v]
         argv += ["--chdir", WORK_DIR, "--"]
         if privileged:
-            argv += [_SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+            argv += [SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
             argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
         # A shell is PID 1 of the namespace (the kernel ignores default-action signals such as SIGXCPU for a
         # namespace's init); the code runs as its child, and when the shell exits everything else dies.
@@ -302,7 +312,7 @@ class Sandbox:
                         env=env,
                         start_new_session=True,
                         close_fds=True,
-                        preexec_fn=_child_setup(limits, cgroup.procs_files if cgroup else []),
+                        preexec_fn=child_setup(limits, cgroup.procs_files if cgroup else []),
                     )
                 except OSError as exc:
                     raise SandboxError(f"could not start the sandboxed process: {exc}") from exc
@@ -310,14 +320,14 @@ class Sandbox:
                     proc.wait(timeout=limits.wall_seconds)
                 except subprocess.TimeoutExpired:
                     timed_out = True
-                    _kill_tree(proc, cgroup)
+                    kill_tree(proc, cgroup)
                     proc.wait()
         finally:
             if cgroup is not None:
                 cgroup.remove()  # nothing of this execution survives it
         duration = time.perf_counter() - start
-        stdout, cut_out = _read_capped(out_path, limits.max_output_chars)
-        stderr, cut_err = _read_capped(err_path, limits.max_output_chars)
+        stdout, cut_out = read_capped(out_path, limits.max_output_chars)
+        stderr, cut_err = read_capped(err_path, limits.max_output_chars)
         code = proc.returncode
         sig = None
         if code is not None and code < 0:
@@ -348,118 +358,3 @@ class Sandbox:
 
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
-
-
-def _kill_tree(proc: subprocess.Popen[bytes], cgroup: Cgroup | None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if cgroup is not None:
-        cgroup.kill_all()
-
-
-def _child_setup(limits: Limits, procs_files: list[str]):
-    """preexec_fn: join the execution's cgroup, then apply rlimits (only async-signal-safe-ish calls)."""
-    cpu = max(1, int(limits.cpu_seconds))
-    rlimits = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
-        (resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files)),
-        (resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes)),
-        (resource.RLIMIT_CORE, (0, 0)),
-    ]
-
-    def setup() -> None:
-        pid = str(os.getpid()).encode()
-        for path in procs_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        for which, value in rlimits:
-            resource.setrlimit(which, value)
-
-    return setup
-
-
-def _dirs_for(path: str, made: set[str]) -> list[str]:
-    """``--perms 0755 --dir`` for each missing ancestor of ``path`` (bwrap would make them 0700 as root)."""
-    out: list[str] = []
-    parts = Path(path).parent.parts
-    for i in range(2, len(parts) + 1):
-        d = "/" + "/".join(parts[1:i])
-        if d in made or d in _SYSTEM_DIRS or d in ("/usr", "/proc", "/dev", "/tmp"):
-            continue
-        made.add(d)
-        out += ["--perms", "0755", "--dir", d]
-    return out
-
-
-def world_readable(path: Path) -> bool:
-    """The file and every folder above it are readable/traversable by others."""
-    try:
-        if not path.stat().st_mode & 0o004:
-            return False
-        return all(p.stat().st_mode & 0o001 for p in path.parents)
-    except OSError:
-        return False
-
-
-def _read_capped(path: Path, max_chars: int) -> tuple[str, bool]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_chars * 4 + 4)
-            more = bool(f.read(1))
-    except OSError:
-        return "", False
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > max_chars:
-        return text[:max_chars], True
-    return text, more
-
-
-def _python_roots(python: str) -> list[str]:
-    """Folders that make up the Python installation (base prefix, venv prefix, the executable's folder)."""
-    roots = {sys.base_prefix, sys.prefix, str(Path(python).resolve().parent.parent)}
-    if Path(python).parent.parent.exists():
-        roots.add(str(Path(python).parent.parent))
-    return sorted(r for r in roots if r and Path(r).exists() and r not in ("/", "/usr"))
-
-
-_probe_lock = threading.Lock()
-_probe_result: dict[str, str | None] = {}
-_limiter: CgroupLimiter | None = None
-
-
-def _cgroup_limiter() -> CgroupLimiter:
-    global _limiter
-    with _probe_lock:
-        if _limiter is None:
-            _limiter = CgroupLimiter()
-        return _limiter
-
-
-def _bwrap_problem() -> str | None:
-    """None when bubblewrap can create the namespaces we need here; else why not (cached)."""
-    with _probe_lock:
-        if "bwrap" in _probe_result:
-            return _probe_result["bwrap"]
-        exe = shutil.which("bwrap")
-        if exe is None:
-            problem: str | None = "bwrap is not installed"
-        else:
-            try:
-                probe = [exe, "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-                if os.geteuid() == 0:
-                    probe = [*probe[:1], "--unshare-pid", "--unshare-net", "--as-pid-1", *probe[1:], "--",
-                             _SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
-                             "true"]  # fmt: skip
-                else:
-                    probe = [*probe[:1], "--unshare-all", *probe[1:], "--", "true"]
-                cp = subprocess.run(probe, capture_output=True, timeout=20, env={})
-                err = cp.stderr.decode(errors="replace").strip()
-                problem = None if cp.returncode == 0 else f"bwrap cannot create namespaces here: {err}"
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                problem = f"bwrap failed: {exc}"
-        _probe_result["bwrap"] = problem
-        return problem

@@ -23,7 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from aworld_gym.sandbox.runner import FILES_DIR, WORK_DIR, Limits, Sandbox, _bwrap_problem
+from aworld_gym.sandbox.host import bwrap_problem
+from aworld_gym.sandbox.runner import FILES_DIR, WORK_DIR, Limits, Sandbox
 
 LIMITS = Limits(
     wall_seconds=15.0,
@@ -78,7 +79,7 @@ def sandbox():
         probe = Sandbox(isolation="auto")
     probe.close()
     if probe.isolation != "bwrap":
-        pytest.skip(f"bubblewrap sandbox unavailable on this machine ({_bwrap_problem()}); escape tests need it")
+        pytest.skip(f"bubblewrap sandbox unavailable on this machine ({bwrap_problem()}); escape tests need it")
     sb = Sandbox(LIMITS, isolation="bwrap")
     yield sb
     sb.close()

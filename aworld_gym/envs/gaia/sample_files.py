@@ -1,0 +1,106 @@
+"""The attachments of the bundled GAIA sample set: their data, and the writers that make each file deterministically
+(xlsx, csv, pdf, docx, pptx, png); the tasks' answers are computed from the same data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SALES = {
+    "Q1": [("Lamp", 120, 25.0), ("Desk", 40, 210.0), ("Chair", 85, 75.5), ("Shelf", 30, 60.0), ("Rug", 22, 130.0)],
+    "Q2": [("Lamp", 140, 25.0), ("Desk", 35, 215.0), ("Chair", 90, 75.5), ("Shelf", 45, 60.0), ("Rug", 18, 135.0)],
+}
+INVENTORY = [
+    ("A100", "Bolt M6", "North", 1200, 0.01), ("A101", "Nut M6", "North", 1500, 0.005),
+    ("B200", "Hinge", "South", 300, 0.12), ("B201", "Bracket", "South", 450, 0.3),
+    ("C300", "Panel", "East", 80, 4.5), ("C301", "Frame", "East", 60, 7.25),
+]  # fmt: skip
+SETTINGS = {"service": "ledger", "replicas": 3, "regions": ["eu-west", "us-east", "ap-south"],
+            "limits": {"cpu": "500m", "memory_mb": 768}}  # fmt: skip
+PUZZLE = "def f(n):\n    return sum(i * i for i in range(1, n + 1) if i % 3 != 0)\n\n\nprint(f(10))\n"
+NOTES = (
+    "Day 1: counted 14 herons at the north pond.\nDay 2: counted 9 herons and 3 storks.\nDay 3: counted 11 herons.\n"
+)
+PROJECTS = [("Atlas", "Ana Ruiz", "120"), ("Borealis", "Tomas Berg", "95"), ("Cygnus", "Mei Lin", "140")]
+
+
+def xlsx_file(path: Path) -> None:
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    wb.remove(wb.active)
+    for quarter, rows in SALES.items():
+        ws = wb.create_sheet(quarter)
+        ws.append(["Product", "Units", "Unit price (USD)"])
+        for row in rows:
+            ws.append(list(row))
+    wb.save(path)
+
+
+def csv_file(path: Path) -> None:
+    lines = ["sku,item,warehouse,qty,unit_weight_kg"] + [",".join(map(str, r)) for r in INVENTORY]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def pdf_file(path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    pages = [
+        "Harbor Logistics - Annual Report 2023\n\nRevenue grew to 48.2 million euros, driven by new routes in "
+        "the Baltic region.",
+        "People and sites\n\nThe company employed 1,340 people at year end. The new depot in Tallinn opened on "
+        "14 March 2023.",
+    ]
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 8, text)
+    pdf.output(str(path))
+
+
+def docx_file(path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    d.add_heading("Budget committee memo", level=1)
+    d.add_paragraph("The budget committee approved three projects: Atlas, Borealis and Cygnus.")
+    table = d.add_table(rows=1, cols=3)
+    for cell, text in zip(table.rows[0].cells, ("Project", "Lead", "Budget (kEUR)"), strict=True):
+        cell.text = text
+    for row in PROJECTS:
+        cells = table.add_row().cells
+        for cell, text in zip(cells, row, strict=True):
+            cell.text = text
+    d.save(str(path))
+
+
+def pptx_file(path: Path) -> None:
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    prs = Presentation()
+    slides = [
+        ("Roadmap 2024", "Lumen Group product plan"),
+        ("Milestones", "Q1: launch Orion beta\nQ3: expand to 4 new markets"),
+        ("Goal", "Target: 2.5 million users by December"),
+    ]
+    for title, body in slides:
+        slide = prs.slides.add_slide(prs.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+    _ = Inches
+    prs.save(str(path))
+
+
+def png_file(path: Path) -> None:
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGB", (900, 360), "white")
+    draw = ImageDraw.Draw(img)
+    try:
+        font = ImageFont.truetype("DejaVuSans-Bold.ttf", 96)
+    except OSError:
+        font = ImageFont.load_default(size=96)
+    draw.text((60, 60), "GATE 17B", fill="black", font=font)
+    draw.text((60, 200), "DEPARTS 09:45", fill="black", font=font)
+    img.save(path)
