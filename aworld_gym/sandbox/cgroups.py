@@ -112,6 +112,18 @@ class CgroupLimiter:
                 self.reason = f"cgroup v2 is not writable ({exc.strerror})"
         self.reason = self.reason or "no cgroup hierarchy is mounted"
 
+    @property
+    def bases(self) -> list[Path]:
+        """The folders per-execution cgroups are made in (v1: one per hierarchy, ``pids`` first)."""
+        return list(self._base)
+
+    def sweep(self, prefix: str) -> int:
+        """Kill and remove every cgroup whose name starts with ``prefix`` (those a dead fork server left)."""
+        names = {d.name for base in self._base if base.is_dir() for d in base.iterdir() if d.name.startswith(prefix)}
+        for name in names:
+            Cgroup([base / name for base in self._base if (base / name).is_dir()]).remove()
+        return len(names)
+
     def create(self, max_pids: int, memory_bytes: int) -> Cgroup:
         name = f"exec-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         dirs = []

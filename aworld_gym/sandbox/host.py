@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from aworld_gym.sandbox.cgroups import Cgroup, CgroupLimiter
 
 if TYPE_CHECKING:
-    from aworld_gym.sandbox.runner import Limits
+    from aworld_gym.sandbox.results import Limits
 
 NOBODY = 65534  # the host's unprivileged user, as which sandboxed code runs
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -34,14 +34,7 @@ def kill_tree(proc: subprocess.Popen[bytes], cgroup: Cgroup | None) -> None:
 
 def child_setup(limits: Limits, procs_files: list[str]):
     """preexec_fn: join the execution's cgroup, then apply rlimits (only async-signal-safe-ish calls)."""
-    cpu = max(1, int(limits.cpu_seconds))
-    rlimits = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
-        (resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files)),
-        (resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes)),
-        (resource.RLIMIT_CORE, (0, 0)),
-    ]
+    rlimits = [(_RLIMITS[name], value) for name, value in rlimit_values(limits).items()]
 
     def setup() -> None:
         pid = str(os.getpid()).encode()
@@ -55,6 +48,44 @@ def child_setup(limits: Limits, procs_files: list[str]):
             resource.setrlimit(which, value)
 
     return setup
+
+
+def base_mounts(python: str, tmp_bytes: int, made: set[str]) -> list[str]:
+    """bubblewrap arguments for what every sandbox sees: the system folders and the Python installation
+    read-only, a fresh /proc and /dev, and a private /tmp of ``tmp_bytes``."""
+    argv: list[str] = []
+    for d in SYSTEM_DIRS:
+        argv += ["--ro-bind-try", d, d]
+    # /proc, /dev and the private /tmp first: a Python installation under /tmp is then bound on top of it.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    for prefix in python_roots(python):
+        argv += dirs_for(prefix, made)
+        argv += ["--ro-bind", prefix, prefix]
+    return argv
+
+
+def clean_env(env: dict[str, str]) -> list[str]:
+    """bubblewrap arguments for an environment of exactly ``env``."""
+    argv = ["--clearenv"]
+    for k, v in env.items():
+        argv += ["--setenv", k, v]
+    return argv
+
+
+def rlimit_values(limits: Limits) -> dict[str, tuple[int, int]]:
+    """The rlimits of an execution, by the names the zygote knows."""
+    cpu = max(1, int(limits.cpu_seconds))
+    return {
+        "cpu": (cpu, cpu + 1),
+        "as": (limits.memory_bytes, limits.memory_bytes),
+        "nofile": (limits.max_open_files, limits.max_open_files),
+        "fsize": (limits.max_file_bytes, limits.max_file_bytes),
+        "core": (0, 0),
+    }
+
+
+_RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
+            "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}  # fmt: skip
 
 
 def dirs_for(path: str, made: set[str]) -> list[str]:

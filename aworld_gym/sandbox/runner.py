@@ -18,11 +18,10 @@ Where bubblewrap or cgroups are missing, the runner falls back to what it can en
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -39,16 +38,17 @@ from aworld_gym.sandbox.cgroups import Cgroup
 from aworld_gym.sandbox.host import (
     NOBODY,
     SETPRIV,
-    SYSTEM_DIRS,
+    base_mounts,
     bwrap_problem,
     cgroup_limiter,
     child_setup,
+    clean_env,
     dirs_for,
     kill_tree,
-    python_roots,
-    read_capped,
     world_readable,
 )
+from aworld_gym.sandbox.results import ExecResult, Limits, outcome
+from aworld_gym.sandbox.warm import DEFAULT_PRELOAD, WarmPath
 
 __all__ = ["FILES_DIR", "MAIN", "WORK_DIR", "ExecResult", "Limits", "Sandbox", "SandboxWarning", "world_readable"]
 
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 WORK_DIR = "/sandbox/work"
 FILES_DIR = "/sandbox/files"
 MAIN = "/sandbox/main.py"
-_ENV = {
+ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORK_DIR,
     "TMPDIR": "/tmp",
@@ -75,67 +75,6 @@ class SandboxWarning(UserWarning):
     """The machine cannot provide part of the sandbox; the message says which part is not enforced."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one execution.
-
-    Attributes:
-        wall_seconds: wall-clock timeout; the whole process tree is killed after it.
-        cpu_seconds: CPU time per process (RLIMIT_CPU).
-        memory_bytes: address space per process (RLIMIT_AS) and total memory of the execution (cgroup).
-        max_processes: processes and threads at once (cgroup pids.max).
-        max_open_files: open file descriptors per process (RLIMIT_NOFILE).
-        max_file_bytes: size of any file written, stdout and stderr included (RLIMIT_FSIZE).
-        max_output_chars: stdout/stderr shown back, each; the rest is cut with a note.
-        tmp_bytes: size of the private /tmp.
-    """
-
-    wall_seconds: float = 10.0
-    cpu_seconds: int = 10
-    memory_bytes: int = 1 << 30
-    max_processes: int = 64
-    max_open_files: int = 256
-    max_file_bytes: int = 16 << 20
-    max_output_chars: int = 8_000
-    tmp_bytes: int = 64 << 20
-
-
-@dataclass
-class ExecResult:
-    """What one execution did."""
-
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    timed_out: bool = False
-    signal: str | None = None
-    duration_s: float = 0.0
-    truncated: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-    def render(self) -> str:
-        """The text a model sees."""
-        if self.timed_out:
-            status = "killed: wall-clock timeout"
-        elif self.signal:
-            status = f"killed by {self.signal}"
-        else:
-            status = f"exit code {self.exit_code}"
-        parts = [status]
-        if self.stdout:
-            parts.append(f"--- stdout ---\n{self.stdout}")
-        if self.stderr:
-            parts.append(f"--- stderr ---\n{self.stderr}")
-        if not self.stdout and not self.stderr:
-            parts.append("(no output)")
-        parts.extend(self.notes)
-        return "\n".join(parts)
-
-
 Isolation = Literal["auto", "bwrap", "none"]
 
 
@@ -149,11 +88,28 @@ class Sandbox:
         python: interpreter inside the sandbox (default: this one, with its installation read-only).
     """
 
-    def __init__(self, limits: Limits | None = None, isolation: Isolation = "auto", python: str | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        isolation: Isolation = "auto",
+        python: str | None = None,
+        warm: bool | None = None,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
+        max_concurrent: int = 64,
+        queue_timeout_s: float = 120.0,
+    ) -> None:
         self.limits = limits or Limits()
         self.python = python or sys.executable
         self._cgroups = cgroup_limiter()
         self.isolation = self._choose(isolation)
+        self._warm: WarmPath | None = None
+        self._warm_wanted = warm
+        if warm is not False and self.isolation == "bwrap":
+            self._warm = WarmPath(
+                self.python, ENV, tuple(preload), self._cgroups, max_concurrent, queue_timeout_s=queue_timeout_s
+            )
+        elif warm:
+            raise SandboxError("the warm path needs the bubblewrap sandbox (isolation='bwrap')")
         self._scratch = Path(tempfile.mkdtemp(prefix="aworld-sandbox-exec-"))
         self._counter = 0
         self._lock = threading.Lock()
@@ -190,6 +146,7 @@ class Sandbox:
             "isolation": self.isolation,
             "cgroups": self._cgroups.version,
             "network": "none" if self.isolation == "bwrap" else "HOST NETWORK",
+            "warm": self._warm is not None,
             "not_enforced": missing,
         }
 
@@ -222,9 +179,35 @@ class Sandbox:
             if self.isolation == "bwrap" and os.geteuid() == 0:
                 os.chown(workdir, NOBODY, NOBODY)  # the sandbox user's only writable folder
             staged = self._stage_files([Path(f) for f in files], exec_dir)
+            warm = self._warm_path()
+            if warm is not None:
+                return warm.run(main, exec_dir, workdir, staged, limits)
             return self._run(main, exec_dir, workdir, staged, limits)
         finally:
             shutil.rmtree(exec_dir, ignore_errors=True)
+
+    @property
+    def warm(self) -> bool:
+        """Executions are forked from the warm zygote (False: a fresh sandboxed process each)."""
+        return self._warm is not None
+
+    def _warm_path(self) -> WarmPath | None:
+        """The warm path, started on first use; where it cannot start, the cold path from then on (warned)."""
+        warm = self._warm
+        if warm is None:
+            return None
+        try:
+            warm.start()
+        except SandboxError as exc:
+            if self._warm_wanted:
+                raise
+            self._warm = None
+            self.report["warm"] = False
+            message = f"aworld-gym sandbox: warm executions are unavailable ({exc}); each execution starts cold"
+            warnings.warn(message, SandboxWarning, stacklevel=3)
+            logger.warning("%s", message)
+            return None
+        return warm
 
     def _argv(self, main: Path, workdir: Path, files: list[Path], limits: Limits) -> list[str]:
         python = [self.python, "-I", "-X", "utf8"]
@@ -238,34 +221,14 @@ class Sandbox:
         else:
             argv = ["bwrap", "--unshare-all"]  # an unprivileged user: a user namespace of its own uid
         argv += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
-        for d in SYSTEM_DIRS:
-            argv += ["--ro-bind-try", d, d]
-        # /proc, /dev and the private /tmp first: a Python installation under /tmp is then bound on top of it.
-        argv += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--perms",
-            "1777",
-            "--size",
-            str(limits.tmp_bytes),
-            "--tmpfs",
-            "/tmp",
-        ]
         made: set[str] = set()
-        for prefix in python_roots(self.python):
-            argv += dirs_for(prefix, made)
-            argv += ["--ro-bind", prefix, prefix]
+        argv += base_mounts(self.python, limits.tmp_bytes, made)
         argv += [*dirs_for(WORK_DIR, made), "--bind", str(workdir), WORK_DIR, "--ro-bind", str(main), MAIN]
         if files:
             argv += dirs_for(f"{FILES_DIR}/x", made)
         for f in files:
             argv += ["--ro-bind", str(f), f"{FILES_DIR}/{f.name}"]
-        argv += ["--clearenv"]
-        for k, v in _ENV.items():
-            argv += ["--setenv", k, v]
-        argv += ["--chdir", WORK_DIR, "--"]
+        argv += [*clean_env(ENV), "--chdir", WORK_DIR, "--"]
         if privileged:
             argv += [SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
             argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -297,7 +260,7 @@ class Sandbox:
             except OSError as exc:
                 logger.warning("sandbox: could not create a cgroup (%s); limits are rlimits only", exc)
         out_path, err_path = exec_dir / "stdout", exec_dir / "stderr"
-        env = dict(_ENV) if self.isolation == "bwrap" else {**_ENV, "HOME": str(workdir)}
+        env = dict(ENV) if self.isolation == "bwrap" else {**ENV, "HOME": str(workdir)}
         start = time.perf_counter()
         timed_out = False
         try:
@@ -326,35 +289,33 @@ class Sandbox:
             if cgroup is not None:
                 cgroup.remove()  # nothing of this execution survives it
         duration = time.perf_counter() - start
-        stdout, cut_out = read_capped(out_path, limits.max_output_chars)
-        stderr, cut_err = read_capped(err_path, limits.max_output_chars)
-        code = proc.returncode
-        sig = None
-        if code is not None and code < 0:
-            sig = signal.Signals(-code).name
-        elif self.isolation == "bwrap" and code is not None and code > 128 and not timed_out:
-            # bwrap reports a child killed by a signal as 128 + signo.
-            with contextlib.suppress(ValueError):
-                sig = signal.Signals(code - 128).name
-        notes = []
-        if cut_out or cut_err:
-            notes.append(f"[output truncated: each stream is limited to {limits.max_output_chars} characters]")
-        if sig == "SIGXCPU":
-            notes.append(f"[CPU time limit of {limits.cpu_seconds} s exceeded]")
-        if sig == "SIGXFSZ":
-            notes.append(f"[file size limit of {limits.max_file_bytes} bytes exceeded (stdout/stderr included)]")
-        if timed_out:
-            notes.append(f"[wall-clock limit of {limits.wall_seconds:g} s exceeded; all processes were killed]")
-        return ExecResult(
-            stdout=stdout,
-            stderr=stderr,
-            exit_code=None if timed_out else code,
-            timed_out=timed_out,
-            signal=None if timed_out else sig,
-            duration_s=duration,
-            truncated=cut_out or cut_err,
-            notes=notes,
-        )
+        return outcome(proc.returncode, timed_out, duration, exec_dir, limits, bwrap=self.isolation == "bwrap")
 
     def close(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+_shared: dict[tuple[Limits, str], Sandbox] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_sandbox(limits: Limits | None = None, isolation: Isolation = "auto") -> Sandbox:
+    """One process-wide :class:`Sandbox` per (limits, isolation), closed at exit: envs that run code in this process
+    share its warm zygote instead of starting one each."""
+    key = (limits or Limits(), isolation)
+    with _shared_lock:
+        sandbox = _shared.get(key)
+        if sandbox is None:
+            sandbox = _shared[key] = Sandbox(key[0], isolation=isolation)
+            if len(_shared) == 1:
+                atexit.register(_close_shared)
+        return sandbox
+
+
+def _close_shared() -> None:
+    with _shared_lock:
+        for sandbox in _shared.values():
+            sandbox.close()
+        _shared.clear()

@@ -25,6 +25,7 @@ import pytest
 
 from aworld_gym.sandbox.host import bwrap_problem
 from aworld_gym.sandbox.runner import FILES_DIR, WORK_DIR, Limits, Sandbox
+from aworld_gym.sandbox.warm import live_zygotes
 
 LIMITS = Limits(
     wall_seconds=15.0,
@@ -53,12 +54,26 @@ def _live_procs_with(arg: str) -> list[psutil.Process]:
     return found
 
 
-def _my_cgroups() -> list[Path]:
-    """Per-execution cgroups this test process created that still exist (v1 or v2)."""
+def _my_cgroups(sandbox: Sandbox | None = None) -> list[Path]:
+    """Per-execution cgroups this test process created that still exist (v1 or v2), less the warm path's spares:
+    cgroups made ahead of a request, each holding one waiting process (its init), at most ``spares`` of them."""
     pattern = f"exec-{os.getpid()}-*"
     bases = [CGROUP_ROOT / h / "aworld-gym-sandbox" for h in ("pids", "memory")]
     bases.append(CGROUP_ROOT / "aworld-gym-sandbox")
-    return [d for base in bases if base.is_dir() for d in base.glob(pattern)]
+    found = [d for base in bases if base.is_dir() for d in base.glob(pattern)]
+    spares: set[str] = set()
+    for zygote in live_zygotes():  # this sandbox's, or another's of this process (e.g. an env's shared one)
+        mine = {d.name for d in found if d.name.startswith(zygote.prefix) and _procs(d) == 1}
+        assert len(mine) <= zygote.spares, f"{len(mine)} waiting cgroups for {zygote.spares} spares"
+        spares |= mine
+    return [d for d in found if d.name not in spares]
+
+
+def _procs(cgroup: Path) -> int:
+    try:
+        return len((cgroup / "cgroup.procs").read_text().split())
+    except OSError:
+        return -1
 
 
 def _output(res) -> str:
@@ -72,19 +87,21 @@ def _workdir(tmp_path: Path) -> Path:
 
 
 # ----- fixtures ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sandbox():
+@pytest.fixture(scope="module", params=["cold", "warm"])
+def sandbox(request):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SandboxWarning where bwrap is missing: we skip below instead
         probe = Sandbox(isolation="auto")
     probe.close()
     if probe.isolation != "bwrap":
         pytest.skip(f"bubblewrap sandbox unavailable on this machine ({bwrap_problem()}); escape tests need it")
-    sb = Sandbox(LIMITS, isolation="bwrap")
+    if request.param == "warm" and os.geteuid() != 0:
+        pytest.skip("the warm path needs root")
+    sb = Sandbox(LIMITS, isolation="bwrap", warm=request.param == "warm")
     yield sb
     sb.close()
     assert not sb._scratch.exists()
-    assert _my_cgroups() == []
+    assert _my_cgroups(sb) == []
 
 
 # ----- 1. reading files outside the work folder ----------------------------------------------------------
@@ -362,7 +379,7 @@ print("FORKS", forks, type(error).__name__, "SLEEPERS", sleepers, flush=True)
     assert error in ("BlockingIOError", "OSError"), res.render()  # the pids cgroup stopped it, not the loop
     assert 0 < sleepers <= forks  # the children really existed inside...
     assert _live_procs_with(token) == []  # ...and none is left on the host
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 # ----- 6. a 6 GiB allocation -----------------------------------------------------------------------------
@@ -375,7 +392,7 @@ def test_huge_allocation_fails(sandbox, tmp_path):
     assert "ALLOCATED" not in res.stdout
     assert "MemoryError" in res.stderr or res.signal == "SIGKILL", res.render()
     assert psutil.Process().memory_info().rss - rss_before < 256 << 20
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 # ----- 7. infinite loops: the wall clock and the CPU-time limit ------------------------------------------
@@ -390,12 +407,12 @@ def test_infinite_loop_hits_wall_clock_timeout(sandbox, tmp_path):
     text = res.render()
     assert "timeout" in text and "wall-clock limit of 2 s exceeded" in text
     assert 1.5 <= res.duration_s < 20
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 def test_cpu_bound_loop_is_killed_by_sigxcpu(sandbox, tmp_path):
     work = _workdir(tmp_path)
-    sb = Sandbox(replace(LIMITS, cpu_seconds=1, wall_seconds=30.0), isolation="bwrap")
+    sb = Sandbox(replace(LIMITS, cpu_seconds=1, wall_seconds=30.0), isolation="bwrap", warm=sandbox.warm)
     try:
         res = sb.run("while True:\n    pass\n", work)
     finally:
@@ -405,7 +422,7 @@ def test_cpu_bound_loop_is_killed_by_sigxcpu(sandbox, tmp_path):
     assert res.signal == "SIGXCPU" or "[CPU time limit of 1 s exceeded]" in res.notes, res.render()
     assert "CPU time limit" in res.render()
     assert res.duration_s < 20
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 # ----- 8. background processes that try to outlive the call ----------------------------------------------
@@ -443,7 +460,7 @@ print("SPAWNED", p.pid, flush=True)
     second = (marker.read_bytes(), marker.stat().st_mtime_ns)
     assert first == second, "a daemon of the call is still writing its marker"
     assert _live_procs_with(token) == []
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 # ----- 9. killing the parent, init, the test process, an innocent host process ---------------------------
@@ -484,7 +501,7 @@ print("AFTER-KILL-ALL", flush=True)
     finally:
         innocent.kill()
         innocent.wait()
-    assert _my_cgroups() == []
+    assert _my_cgroups(sandbox) == []
 
 
 # ----- 10. file size and output size ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.task import Task, TaskSpec
 from aworld_gym.envs.code.scorer import Verdict, check_solution
 from aworld_gym.envs.code.tasks import code_tasks, humaneval_tasks
-from aworld_gym.sandbox.runner import Limits, Sandbox
+from aworld_gym.sandbox.runner import Limits, shared_sandbox
 
 SYSTEM_PREAMBLE = (
     "You are an expert Python programmer. Solve the task. You may run code with the run_python tool to test "
@@ -65,7 +65,7 @@ class CodeEnv(MCPEnv):
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
         self.exec_timeout_s = exec_timeout_s
-        self.sandbox = Sandbox(limits, isolation=isolation)  # type: ignore[arg-type] - made first: released on failure
+        self.sandbox = shared_sandbox(limits, isolation)  # type: ignore[arg-type] - one per process: its warm zygote
         self.last_verdict: Verdict | None = None
         super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
 
@@ -75,6 +75,3 @@ class CodeEnv(MCPEnv):
     def score(self, answer: str, task: Task) -> float:
         self.last_verdict = check_solution(answer, task, self.sandbox, timeout_s=self.exec_timeout_s)
         return 1.0 if self.last_verdict.passed else 0.0
-
-    def release(self) -> None:
-        self.sandbox.close()

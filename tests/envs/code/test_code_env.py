@@ -58,7 +58,8 @@ def test_wrong_hanging_and_crashing_solutions_score_zero(env):
     assert "AssertionError" in env.unwrapped.last_verdict.reason
     env.reset(options={"task_id": "HumanEval/0"})
     _, r, *_ = env.step(answer("def has_close_elements(numbers, threshold):\n    while True:\n        pass"))
-    assert r == 0.0 and env.unwrapped.last_verdict.result.timed_out
+    hung = env.unwrapped.last_verdict.result  # the wall clock or the CPU limit (both 10 s here) stops it first
+    assert r == 0.0 and (hung.timed_out or hung.signal == "SIGXCPU"), hung.render()
     env.reset(options={"task_id": "HumanEval/0"})
     _, r, *_ = env.step(answer("import os\nos.kill(os.getpid(), 9)"))
     assert r == 0.0
