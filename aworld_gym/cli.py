@@ -74,9 +74,8 @@ def _envs(_: argparse.Namespace) -> int:
 def _serve_python(args: argparse.Namespace) -> int:
     from aworld_gym.sandbox.server import main as serve
 
-    serve(
-        ["--transport", "streamable-http", "--host", args.host, "--port", str(args.port), "--isolation", args.isolation]
-    )
+    argv = ["--transport", "streamable-http", "--host", args.host, "--port", str(args.port)]
+    serve([*argv, "--isolation", args.isolation, "--warm", args.warm])
     return 0
 
 
@@ -111,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8940)
     s.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
+    s.add_argument("--warm", default="auto", choices=["auto", "on", "off"], help="executions forked from a warm zygote")
     s.set_defaults(func=_serve_python)
     return ap
 

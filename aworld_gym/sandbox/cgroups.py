@@ -71,6 +71,16 @@ class Cgroup:
                     time.sleep(0.02)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class CgroupLimiter:
     """Creates cgroups with ``pids.max`` and a memory limit, v1 or v2, if this machine lets us."""
 
@@ -123,6 +133,16 @@ class CgroupLimiter:
         for name in names:
             Cgroup([base / name for base in self._base if (base / name).is_dir()]).remove()
         return len(names)
+
+    def sweep_orphans(self) -> int:
+        """Remove the execution cgroups (``exec-<pid>-...``) of processes that no longer exist."""
+        dead: set[str] = set()
+        for base in self._base:
+            for d in base.iterdir() if base.is_dir() else ():
+                parts = d.name.split("-")
+                if len(parts) > 2 and parts[0] == "exec" and parts[1].isdigit() and not _alive(int(parts[1])):
+                    dead.add(f"exec-{parts[1]}-")
+        return sum(self.sweep(prefix) for prefix in dead)
 
     def create(self, max_pids: int, memory_bytes: int) -> Cgroup:
         name = f"exec-{os.getpid()}-{uuid.uuid4().hex[:12]}"

@@ -297,18 +297,28 @@ class Sandbox:
         shutil.rmtree(self._scratch, ignore_errors=True)
 
 
-_shared: dict[tuple[Limits, str], Sandbox] = {}
+WARM_CHOICES = ("auto", "on", "off")
+
+
+def warm_setting(choice: str) -> bool | None:
+    """``Sandbox(warm=...)`` for a command-line or env option: ``"auto"`` (None), ``"on"`` (True), ``"off"``."""
+    if choice not in WARM_CHOICES:
+        raise SandboxError(f"warm must be one of {', '.join(WARM_CHOICES)}, not {choice!r}")
+    return {"auto": None, "on": True, "off": False}[choice]
+
+
+_shared: dict[tuple[Limits, str, str], Sandbox] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_sandbox(limits: Limits | None = None, isolation: Isolation = "auto") -> Sandbox:
-    """One process-wide :class:`Sandbox` per (limits, isolation), closed at exit: envs that run code in this process
-    share its warm zygote instead of starting one each."""
-    key = (limits or Limits(), isolation)
+def shared_sandbox(limits: Limits | None = None, isolation: Isolation = "auto", warm: str = "auto") -> Sandbox:
+    """One process-wide :class:`Sandbox` per (limits, isolation, warm), closed at exit: envs that run code in this
+    process share its warm zygote instead of starting one each."""
+    key = (limits or Limits(), isolation, warm)
     with _shared_lock:
         sandbox = _shared.get(key)
         if sandbox is None:
-            sandbox = _shared[key] = Sandbox(key[0], isolation=isolation)
+            sandbox = _shared[key] = Sandbox(key[0], isolation=isolation, warm=warm_setting(warm))
             if len(_shared) == 1:
                 atexit.register(_close_shared)
         return sandbox

@@ -26,7 +26,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
-from aworld_gym.sandbox.runner import FILES_DIR, Limits, Sandbox, world_readable
+from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable
 
 RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
 
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8940)
     ap.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
+    ap.add_argument("--warm", default="auto", choices=list(WARM_CHOICES), help="executions forked from a zygote")
     ap.add_argument("--wall-seconds", type=float, default=Limits.wall_seconds)
     ap.add_argument("--memory-mb", type=int, default=Limits.memory_bytes >> 20)
     ap.add_argument("--max-concurrent", type=int, default=None)
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     limits = Limits(wall_seconds=args.wall_seconds, cpu_seconds=max(1, int(args.wall_seconds)),
                     memory_bytes=args.memory_mb << 20)  # fmt: skip
-    sandbox = Sandbox(limits, isolation=args.isolation)
+    sandbox = Sandbox(limits, isolation=args.isolation, warm=warm_setting(args.warm))
     workspaces = Workspaces()
     atexit.register(workspaces.close)
     atexit.register(sandbox.close)

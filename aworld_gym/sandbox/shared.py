@@ -19,8 +19,10 @@ class SharedPythonServer(SharedServer):
         wall_seconds: float = 10.0,
         memory_mb: int = 1024,
         file_roots: tuple[str, ...] = (),
+        warm: str = "auto",
     ) -> None:
-        self.args = ["--isolation", isolation, "--wall-seconds", str(wall_seconds), "--memory-mb", str(memory_mb)]
+        self.args = ["--isolation", isolation, "--wall-seconds", str(wall_seconds), "--memory-mb", str(memory_mb),
+                     "--warm", warm]  # fmt: skip
         self.token = secrets.token_urlsafe(24)  # only this process's envs may use the server
         for root in file_roots:
             self.args += ["--files-root", root]
@@ -32,15 +34,24 @@ class SharedPythonServer(SharedServer):
 
 
 def shared_server(
-    isolation: str = "auto", wall_seconds: float = 10.0, memory_mb: int = 1024, file_roots: tuple[str, ...] = ()
+    isolation: str = "auto",
+    wall_seconds: float = 10.0,
+    memory_mb: int = 1024,
+    file_roots: tuple[str, ...] = (),
+    warm: str = "auto",
 ) -> SharedPythonServer:
     """The process-wide server for these settings."""
-    key = ("python", isolation, str(wall_seconds), str(memory_mb), *file_roots)
-    return shared_instance(key, lambda: SharedPythonServer(isolation, wall_seconds, memory_mb, file_roots))
+    key = ("python", isolation, str(wall_seconds), str(memory_mb), warm, *file_roots)
+    return shared_instance(key, lambda: SharedPythonServer(isolation, wall_seconds, memory_mb, file_roots, warm))
 
 
 def python_server_entry(
-    server: str, isolation: str, exec_timeout_s: float, memory_mb: int, file_roots: tuple[str, ...] = ()
+    server: str,
+    isolation: str,
+    exec_timeout_s: float,
+    memory_mb: int,
+    file_roots: tuple[str, ...] = (),
+    warm: str = "auto",
 ) -> Any:
     """The ``mcpServers`` value of the Python-execution server an env asked for.
 
@@ -48,6 +59,7 @@ def python_server_entry(
         server: ``"shared"`` (one server process per driver process: a
             :class:`~aworld_gym.core.resources.LocalServer` the env holds), ``"inprocess"``, or an http(s) URL.
         isolation, exec_timeout_s, memory_mb: sandbox settings (for ``shared`` and ``inprocess``).
+        warm: ``"auto"`` (executions forked from a warm zygote where it can start), ``"on"`` or ``"off"``.
         file_roots: folders whose files (the task's attachments) the server may hand in even when they are not
             world-readable.
     """
@@ -55,16 +67,17 @@ def python_server_entry(
     from aworld_gym.core.resources import LocalServer
 
     if server == "shared":
-        shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots)
+        shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots, warm)
         return LocalServer(shared, headers={"Authorization": f"Bearer {shared.token}"}, share_session=True)
     if server == "inprocess":
-        from aworld_gym.sandbox.runner import Limits, Sandbox
+        from aworld_gym.sandbox.runner import Limits, Sandbox, warm_setting
         from aworld_gym.sandbox.server import build_server
 
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
-        return build_server(Sandbox(limits, isolation=isolation), file_roots=file_roots)  # type: ignore[arg-type]
+        sandbox = Sandbox(limits, isolation=isolation, warm=warm_setting(warm))  # type: ignore[arg-type]
+        return build_server(sandbox, file_roots=file_roots)  # type: ignore[arg-type]
     if server.startswith(("http://", "https://")):
         return {"type": "streamable-http", "url": server, "share_session": True}
     raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")

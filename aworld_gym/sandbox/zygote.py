@@ -435,7 +435,7 @@ class Zygote:
                 if fd == self.requests:
                     chunk = os.read(self.requests, 1 << 16)
                     if not chunk:
-                        os._exit(0)  # the host closed the pipe: it is gone, or closed the sandbox
+                        self.shut_down()  # the host closed the pipe: it closed the sandbox, or it is gone
                     self.buf += chunk
                 elif fd in self.running:
                     ex = self.running.pop(fd)
@@ -452,6 +452,22 @@ class Zygote:
                     ex.timed_out = True
                     ex.kill()
             self.removing = [cg for cg in self.removing if not cg.remove()]
+
+    def shut_down(self) -> None:
+        """Kill every execution and spare, remove their cgroups (for up to ~3 s), exit."""
+        everyone = [*self.spares, *self.running.values()]
+        for ex in everyone:
+            ex.kill()
+        pidfds = [ex.pidfd for ex in everyone]
+        deadline = time.monotonic() + 3.0
+        while pidfds and time.monotonic() < deadline:
+            done = select.select(pidfds, [], [], max(0.0, deadline - time.monotonic()))[0]
+            pidfds = [fd for fd in pidfds if fd not in done]
+        self.removing += [ex.cgroup for ex in everyone if ex.cgroup]
+        while self.removing and time.monotonic() < deadline:
+            self.removing = [cg for cg in self.removing if not cg.remove()]
+            time.sleep(0.02)
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ class CodeEnv(MCPEnv):
         isolation: sandbox isolation (``"auto"``, ``"bwrap"``, ``"none"``); see :class:`Sandbox`.
         exec_timeout_s: wall-clock limit of one ``run_python`` call and of the hidden tests.
         memory_mb: memory limit of one execution.
+        warm: ``"auto"`` (default: executions forked from a warm zygote where it can start, else cold with a
+            warning), ``"on"`` (required) or ``"off"`` (a fresh sandboxed process per execution).
         **kwargs: everything :class:`MCPEnv` takes (``max_turns``, ``reward_hooks``, ...).
     """
 
@@ -49,6 +51,7 @@ class CodeEnv(MCPEnv):
         isolation: str = "auto",
         exec_timeout_s: float = 10.0,
         memory_mb: int = 1024,
+        warm: str = "auto",
         **kwargs: Any,
     ) -> None:
         for key in ("mcp_config", "servers", "scorer"):
@@ -60,12 +63,12 @@ class CodeEnv(MCPEnv):
         from aworld_gym.sandbox.shared import python_server_entry
 
         config: Mapping[str, Any] = {"mcpServers": {"python": python_server_entry(server, isolation, exec_timeout_s,
-                                                                                  memory_mb)}}  # fmt: skip
+                                                                                  memory_mb, warm=warm)}}  # fmt: skip
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
         self.exec_timeout_s = exec_timeout_s
-        self.sandbox = shared_sandbox(limits, isolation)  # type: ignore[arg-type] - one per process: its warm zygote
+        self.sandbox = shared_sandbox(limits, isolation, warm)  # type: ignore[arg-type] - one per process: its warm zygote
         self.last_verdict: Verdict | None = None
         super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
 
