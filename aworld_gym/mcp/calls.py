@@ -17,7 +17,16 @@ from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.errors import ServerError
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.namespace import RoutedTool
-from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, TOOL_ERROR, ToolResult, render_content, truncate
+from aworld_gym.mcp.results import (
+    SERVER_DIED,
+    TIMEOUT,
+    TOOL_ERROR,
+    ToolResult,
+    describe_error,
+    readable,
+    render_content,
+    truncate,
+)
 from aworld_gym.mcp.watchdog import Watchdog
 
 
@@ -45,26 +54,32 @@ async def send(
         result = await conn.client.call_tool(tool.name, call.arguments, meta=meta)
     except asyncio.CancelledError:
         if deadline.expired():
+            await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
         raise
     except MCPError as exc:
         if deadline.expired() or exc.code == REQUEST_TIMEOUT:
+            await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
-        if exc.code == CONNECTION_CLOSED or session_gone(exc):
+        # CONNECTION_CLOSED is also the generic server-error code -32000: only a transport that really ended (or
+        # an HTTP session the server forgot) is a dead server.
+        if session_gone(exc) or (exc.code == CONNECTION_CLOSED and not await probe(conn, generation, timeout)):
             conn.mark_dead(generation)
-            text = f"Error: tool server {conn.spec.name!r} died during the call ({exc.message})."
+            text = f"Error: tool server {conn.spec.name!r} died during the call ({readable(exc.message)})."
             return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
-        return make_result(call, tool, f"Error: {exc.message}", TOOL_ERROR, start, max_output_chars)
+        return make_result(call, tool, f"Error: {readable(exc.message)}", TOOL_ERROR, start, max_output_chars)
     except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
         if deadline.expired():
+            await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
         if conn.transport_done():  # the session is really gone (pipe closed, HTTP stream ended)
             conn.mark_dead(generation)
-            text = f"Error: lost the connection to tool server {conn.spec.name!r}: {type(exc).__name__}: {exc}"
+            text = f"Error: lost the connection to tool server {conn.spec.name!r}: {describe_error(exc)}"
             return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
-        # One failed request (a bad result, an HTTP hiccup) on a live session: this call fails, the session
-        # (perhaps shared by many envs) stays.
-        text = f"Error: the call failed: {type(exc).__name__}: {exc}"
+        # One failed request (a malformed result, an HTTP hiccup) on a live session: this call fails, the session
+        # (perhaps shared by many envs) stays, unless it no longer answers.
+        await probe(conn, generation, timeout)
+        text = f"Error: the call failed: {describe_error(exc)}"
         return make_result(call, tool, text, TOOL_ERROR, start, max_output_chars)
     finally:
         watchdog.remove(key)
@@ -102,6 +117,28 @@ async def send_internal(
         if conn.transport_done():
             conn.mark_dead(generation)
         raise ServerError(f"{name!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+PROBE_TIMEOUT_S = 2.0
+
+
+async def probe(conn: Connection, generation: int, timeout: float) -> bool:
+    """After a timeout or a failed request: does the session still answer a request (within ~2 s)? If not, it is
+    wedged (a reader stuck behind a huge message, a server that stopped reading) and is marked dead, so the next
+    call restarts or reconnects it instead of timing out too. Returns whether it answered."""
+    client = conn.client
+    if client is None or generation != conn.generation or not conn.alive or conn.transport_done():
+        conn.mark_dead(generation)
+        return False
+    try:
+        async with asyncio.timeout(min(PROBE_TIMEOUT_S, timeout)):
+            await client.list_tools()  # every server answers it (ping is gone from the newest protocol)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - no answer, or an error: either way the session is not usable
+        conn.mark_dead(generation)
+        return False
+    return True
 
 
 def session_gone(exc: MCPError) -> bool:

@@ -54,12 +54,13 @@ class Connection:
             return spec.server, []
         if spec.type == "stdio":
             from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
+
+            from aworld_gym.mcp.stdio import bounded_stdio_client
 
             params = StdioServerParameters(
                 command=spec.command or "", args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd
             )
-            return stdio_client(params, errlog=self._stderr), []
+            return bounded_stdio_client(params, errlog=self._stderr), []
         import httpx2
         from mcp.shared._httpx_utils import create_mcp_http_client
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,36 @@ def _echoes(structured: Any, text: str) -> bool:
     if isinstance(value, str):
         return value == text
     return isinstance(value, int | float | bool) or value is None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal escape sequences (colours, cursor moves)
+_CONTROL = {c: None for c in range(32) if c not in (9, 10)} | {127: None}
+
+
+def readable(message: str, limit: int = 300) -> str:
+    """An error message fit for an observation: control characters (NUL, escapes, bells) removed, one or two
+    lines, at most ``limit`` characters."""
+    lines = [ln.strip() for ln in _ANSI.sub("", str(message)).translate(_CONTROL).splitlines() if ln.strip()]
+    text = " ".join(lines[:2])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for an exception: a pydantic validation error (a malformed result) is summarized by its
+    first problem and a count, not dumped."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":
+        try:
+            found = errors()
+        except Exception:  # noqa: BLE001 - fall back to the plain text
+            found = []
+        if found:
+            first = found[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
+            got = str(first.get("input", ""))[:80]
+            return readable(f"the server's reply is not valid MCP: {where}: {first.get('msg', '')}; got {got}{more}")
+    return readable(f"{type(exc).__name__}: {exc}")
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:
