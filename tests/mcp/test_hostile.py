@@ -110,3 +110,22 @@ def test_the_line_reader_is_bounded_and_linear():
     assert out[1].message.id == 8
     assert message_id(b'{"jsonrpc":"2.0","id":"abc","result"') == "abc"
     assert message_id(b'{"jsonrpc":"2.0","result":') is None
+
+
+@pytest.mark.parametrize(
+    "tool, args, kind", [("big_output", {"chars": 40_000_000}, None), ("sleep", {"seconds": 60}, "timeout")]
+)
+def test_over_streamable_http_a_huge_result_or_a_hang_leaves_the_session_working(http_url, tool, args, kind):
+    """Over HTTP a result is one response body (read linearly, no line to assemble): 40 MB arrives whole and is cut
+    to the hub's output bound; a hang times out. The next calls work either way."""
+    hub = ToolHub({"mcpServers": {"d": {"type": "streamable-http", "url": http_url, "timeout": TIMEOUT}}}).start()
+    try:
+        t0 = time.perf_counter()
+        res = hub.call([ToolCall(tool, args)])[0]
+        assert time.perf_counter() - t0 < TIMEOUT + MARGIN
+        assert res.error == kind and _readable(res.text[-200:])
+        assert kind or res.truncated
+        for i in range(2):
+            assert hub.call([ToolCall("add", {"a": 1, "b": i})])[0].text == f"{1.0 + i}"
+    finally:
+        hub.close()
