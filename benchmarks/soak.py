@@ -1,0 +1,52 @@
+"""Chaos soak: thousands of MCP-v0 episodes over a hostile stdio server, one random fault per episode (see
+tests/chaos.py: a 20 MB reply, a notification flood, a non-JSON line, a wrong reply id, a hang, the server exiting
+mid-call, an error full of control characters, malformed content, or none). Prints what load was held, the faults
+survived by kind, episodes lost and doubled, and the steady-state growth of file descriptors, threads, child
+processes and RSS (from a third of the run to two thirds); writes JSON.
+
+    python benchmarks/soak.py [--episodes 5000] [--concurrency 64] [--timeout 1.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests import chaos  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=5000)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=1.5, help="the hostile server's per-call timeout")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/soak.json"))
+    args = ap.parse_args()
+    r = chaos.run(args.episodes, args.concurrency, args.timeout)
+    grew = chaos.growth(r)
+    print(f"chaos soak: {r['records']} of {r['episodes']} episodes at concurrency {r['concurrency']} in "
+          f"{r['wall_s']:.0f} s ({r['records'] / r['wall_s']:.1f} episodes/s)")  # fmt: skip
+    print(f"{'fault':<10} {'injected':>8} {'tool result':>12}")
+    for fault, (_, _, kind) in chaos.FAULTS.items():
+        print(f"{fault:<10} {r['injected'].get(fault, 0):>8} {kind or 'ok':>12}")
+    print(f"error kinds expected {r['kinds_expected']}")
+    print(f"error kinds seen     {r['kinds_seen']}  ({len(r['mismatches'])} mismatches)")
+    print(f"terminations {r['terminations']}")
+    print(f"lost {len(r['lost'])}, doubled {len(r['doubled'])}, hostile servers left running {len(r['orphans'])}")
+    mid = r["samples"]["one third"]
+    print("steady-state growth (a third -> two thirds): "
+          + ", ".join(f"{k} {grew[k]:+.1f} (of {mid[k]:.0f})" for k in grew))  # fmt: skip
+    print(f"after the run: {r['samples']['end']}")
+    r["growth"] = grew
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(r, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

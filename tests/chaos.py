@@ -1,0 +1,133 @@
+"""Chaos soak: many MCP-v0 episodes over the hostile stdio server (tests/hostile_server.py), each injecting one
+fault at random (a 20 MB reply, a notification flood, a non-JSON line, a reply with a wrong id, a hang, the server
+exiting mid-call, an error full of control characters, malformed content) or none, with resource samples along the
+way. Used by ``tests/mcp/test_soak.py`` (short) and ``benchmarks/soak.py`` (long).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from aworld_gym.rollout.engines import AsyncEngine
+from aworld_gym.rollout.policies import ScriptedPolicy
+from aworld_gym.rollout.stream import stream
+
+ROOT = Path(__file__).resolve().parents[1]
+# fault -> (tool, arguments, the error kind its tool result must carry)
+FAULTS: dict[str, tuple[str, dict[str, Any], str | None]] = {
+    "none": ("ok", {"text": "fine"}, None),
+    "huge": ("huge", {"mb": 20}, "tool_error"),
+    "flood": ("flood", {"n": 5000}, None),
+    "garbage": ("garbage", {}, "timeout"),
+    "wrong_id": ("wrong_id", {}, "timeout"),
+    "hang": ("hang", {}, "timeout"),
+    "die": ("die", {}, "server_died"),
+    "nul_error": ("nul_error", {}, "tool_error"),
+    "weird": ("weird", {}, "tool_error"),
+}
+
+
+def plan(episodes: int, seed: int = 0) -> list[dict[str, Any]]:
+    """One task per episode, each naming its fault."""
+    rng = random.Random(seed)
+    kinds = list(FAULTS)
+    return [{"id": f"chaos-{i}", "prompt": "call the tool, then answer", "answer": "done",
+             "metadata": {"fault": rng.choice(kinds)}} for i in range(episodes)]  # fmt: skip
+
+
+class ChaosPolicy(ScriptedPolicy):
+    """Calls the task's fault tool once, then answers."""
+
+    name = "chaos"
+
+    def decide(self, env: Any) -> str:
+        import json
+
+        if not any(t.get("tool_results") for t in env.turns):
+            tool, args, _ = FAULTS[env.task.metadata["fault"]]
+            return f"<tool_call>{json.dumps({'name': tool, 'arguments': args})}</tool_call>"
+        return "<answer>done</answer>"
+
+
+def env_kwargs(tasks: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+    server = {"command": sys.executable, "args": ["-m", "tests.hostile_server"], "cwd": str(ROOT), "timeout": timeout}
+    return {"mcp_config": {"mcpServers": {"h": server}}, "tasks": tasks, "max_turns": 4}
+
+
+def hostile_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "tests.hostile_server" in cmd:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    found.append(p)
+            except psutil.Error:
+                continue
+    return found
+
+
+def sample() -> dict[str, float]:
+    me = psutil.Process()
+    return {"fds": me.num_fds(), "threads": threading.active_count(), "rss_mb": me.memory_info().rss / 2**20,
+            "children": len(me.children(recursive=True))}  # fmt: skip
+
+
+def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) -> dict[str, Any]:
+    """Run the soak; returns the records' facts, the faults injected and the resource samples."""
+    tasks = plan(episodes, seed)
+    fault_of = {t["id"]: t["metadata"]["fault"] for t in tasks}
+    injected = Counter(fault_of.values())
+    seen: Counter[str] = Counter()
+    kinds_expected: Counter[str] = Counter()
+    kinds_seen: Counter[str] = Counter()
+    mismatches: list[str] = []
+    terminations: Counter[str] = Counter()
+    samples: dict[str, dict[str, float]] = {"start": sample()}
+    t0 = time.perf_counter()
+    n = 0
+    for record in stream("AWorld/MCP-v0", ChaosPolicy(), episodes=episodes, engine=AsyncEngine(concurrency),
+                         env_kwargs=env_kwargs(tasks, timeout)):  # fmt: skip
+        n += 1
+        tid = record["task_id"]
+        seen[tid] += 1
+        terminations[record.get("termination") or "none"] += 1
+        fault = fault_of[tid]
+        want = FAULTS[fault][2]
+        results = [r for turn in record["turns"] for r in turn.get("tool_results") or []]
+        got = results[0]["error"] if results else "no call"
+        kinds_expected[str(want)] += 1
+        kinds_seen[str(got)] += 1
+        if got != want:
+            mismatches.append(
+                f"{tid} ({fault}): expected {want}, got {got}: {results[0]['text'][:120] if results else ''}"
+            )
+        if n == episodes // 3:
+            samples["one third"] = sample()
+        if n == 2 * episodes // 3:
+            samples["two thirds"] = sample()
+    wall = time.perf_counter() - t0
+    time.sleep(0.5)  # closing envs stop their servers
+    samples["end"] = sample()
+    return {
+        "episodes": episodes, "concurrency": concurrency, "records": n, "wall_s": wall,
+        "lost": sorted(t for t in fault_of if seen[t] == 0), "doubled": sorted(t for t, c in seen.items() if c > 1),
+        "injected": dict(injected), "kinds_expected": dict(kinds_expected), "kinds_seen": dict(kinds_seen),
+        "mismatches": mismatches, "terminations": dict(terminations), "samples": samples,
+        "orphans": [p.pid for p in hostile_processes()], "pid": os.getpid(),
+    }  # fmt: skip
+
+
+def growth(result: dict[str, Any]) -> dict[str, float]:
+    """Growth of each sampled resource in steady state: from a third of the episodes to two thirds."""
+    s = result["samples"]
+    return {k: s["two thirds"][k] - s["one third"][k] for k in s["one third"]}
