@@ -116,7 +116,8 @@ class BrowserEnv(MCPEnv):
         self._intro = ""
         self._episode_key = ""
         self._output_dir: str | None = None
-        self.origin = self.hold(shared_pages()).rstrip("/")
+        self.pages = self.hold(shared_pages()).rstrip("/")  # http://127.0.0.1:<port>/<token>
+        self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.pages))
         try:
             if browser == "shared":
                 entry: Any = LocalServer(shared_browser(self.origin, settle_ms))
@@ -209,7 +210,7 @@ class BrowserEnv(MCPEnv):
         return None
 
     async def _open(self, task: Task) -> None:
-        self.page_url = f"{self.origin}/{task.metadata['page']}"
+        self.page_url = f"{self.pages}/{task.metadata['page']}"
         # A fresh browser context per episode: nothing (cookies, storage, history) carries over, and the
         # snapshot refs start again at e1, so a seeded reset gives the same observation.
         with contextlib.suppress(ServerError):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import os
+import secrets
 import sys
 from collections.abc import Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.task import Task
+from aworld_gym.mcp.serving import TOKEN_ENV
 from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 INSTALL_HINT = (
@@ -50,17 +54,20 @@ def miniwob_tasks(names: str | Sequence[str] | None = None) -> list[Task]:
 
 
 class PageServer(SharedServer):
-    """The MiniWoB++ pages over HTTP on 127.0.0.1 (a separate process; one per driver process)."""
+    """The MiniWoB++ pages over HTTP on 127.0.0.1 (a separate process; one per driver process), behind a secret
+    path: only ``http://127.0.0.1:<port>/<token>/...`` is served (and what those pages load), so another local
+    user who finds the port gets 403."""
 
     def __init__(self) -> None:
         self.root = miniwob_html_dir()
-        super().__init__("miniwob-pages", start_timeout=30.0)
+        self.token = secrets.token_urlsafe(18)
+        super().__init__("miniwob-pages", start_timeout=30.0, env={TOKEN_ENV: self.token})
 
     def command(self, port: int) -> list[str]:
         return [sys.executable, "-m", "aworld_gym.envs.browser.tasks", "--port", str(port), "--root", str(self.root)]
 
     def url_for(self, port: int) -> str:
-        return f"http://127.0.0.1:{port}/"
+        return f"http://127.0.0.1:{port}/{self.token}/"
 
 
 def shared_pages() -> PageServer:
@@ -68,7 +75,32 @@ def shared_pages() -> PageServer:
     return shared_instance(("miniwob-pages",), PageServer)
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
+class _TokenHandler(SimpleHTTPRequestHandler):
+    """Serves ``/<token>/<file>``; a request for an absolute path (``/core/x.js``, which some pages use) is served
+    when the page that asked for it was one of ours (its ``Referer`` holds the token). Anything else: 403."""
+
+    token = ""
+
+    def _authorized(self) -> bool:
+        prefix = f"/{self.token}/"
+        if self.path.startswith(prefix):
+            self.path = "/" + self.path[len(prefix) :]
+            return True
+        referer = urlsplit(self.headers.get("Referer", ""))
+        return bool(self.token) and referer.path.startswith(prefix) and referer.netloc == self.headers.get("Host")
+
+    def do_GET(self) -> None:
+        if self._authorized():
+            super().do_GET()
+        else:
+            self.send_error(403)
+
+    def do_HEAD(self) -> None:
+        if self._authorized():
+            super().do_HEAD()
+        else:
+            self.send_error(403)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -78,7 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--root", required=True)
     args = ap.parse_args(argv)
-    handler = functools.partial(_QuietHandler, directory=args.root)
+    handler_class = type("Handler", (_TokenHandler,), {"token": os.environ.get(TOKEN_ENV, "")})
+    handler = functools.partial(handler_class, directory=args.root)
     with ThreadingHTTPServer(("127.0.0.1", args.port), handler) as httpd:
         httpd.serve_forever()
 
