@@ -56,15 +56,16 @@ def _live_procs_with(arg: str) -> list[psutil.Process]:
 
 def _my_cgroups(sandbox: Sandbox | None = None) -> list[Path]:
     """Per-execution cgroups this test process created that still exist (v1 or v2), less the warm path's spares:
-    cgroups made ahead of a request, each holding one waiting process (its init), at most ``spares`` of them."""
+    cgroups made ahead of a request, each holding one waiting process (its init) or none yet (it is joining), at
+    most ``spares`` of them, plus a few that a just-finished execution is still giving back."""
     pattern = f"exec-{os.getpid()}-*"
     bases = [CGROUP_ROOT / h / "aworld-gym-sandbox" for h in ("pids", "memory")]
     bases.append(CGROUP_ROOT / "aworld-gym-sandbox")
     found = [d for base in bases if base.is_dir() for d in base.glob(pattern)]
     spares: set[str] = set()
     for zygote in live_zygotes():  # this sandbox's, or another's of this process (e.g. an env's shared one)
-        mine = {d.name for d in found if d.name.startswith(zygote.prefix) and _procs(d) == 1}
-        assert len(mine) <= zygote.spares, f"{len(mine)} waiting cgroups for {zygote.spares} spares"
+        mine = {d.name for d in found if d.name.startswith(zygote.prefix) and 0 <= _procs(d) <= 1}
+        assert len(mine) <= zygote.spares + 4, f"{len(mine)} waiting cgroups for {zygote.spares} spares"
         spares |= mine
     return [d for d in found if d.name not in spares]
 
