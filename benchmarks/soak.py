@@ -35,7 +35,8 @@ def main() -> None:
     for fault, (_, _, kind) in chaos.FAULTS.items():
         print(f"{fault:<10} {r['injected'].get(fault, 0):>8} {kind or 'ok':>12}")
     print(f"error kinds expected {r['kinds_expected']}")
-    print(f"error kinds seen     {r['kinds_seen']}  ({len(r['mismatches'])} mismatches)")
+    print(f"error kinds seen     {r['kinds_seen']}")
+    print(f"ended by their timeout instead (load): {r['timed_out_instead']}; other mismatches: {len(r['mismatches'])}")
     print(f"terminations {r['terminations']}")
     print(f"lost {len(r['lost'])}, doubled {len(r['doubled'])}, hostile servers left running {len(r['orphans'])}")
     mid = r["samples"]["one third"]

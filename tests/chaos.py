@@ -36,6 +36,11 @@ FAULTS: dict[str, tuple[str, dict[str, Any], str | None]] = {
 }
 
 
+# Faults whose reply takes real work to produce and carry (20 MB; 5,000 notifications): on a loaded machine they may
+# reach their timeout first, which still ends the call in time and leaves the session working.
+SLOW_UNDER_LOAD = {"huge", "flood"}
+
+
 def plan(episodes: int, seed: int = 0) -> list[dict[str, Any]]:
     """One task per episode, each naming its fault."""
     rng = random.Random(seed)
@@ -91,6 +96,7 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
     kinds_expected: Counter[str] = Counter()
     kinds_seen: Counter[str] = Counter()
     mismatches: list[str] = []
+    slow: Counter[str] = Counter()  # faults that ended by their timeout instead (a 20 MB reply on a loaded machine)
     terminations: Counter[str] = Counter()
     samples: dict[str, dict[str, float]] = {"start": sample()}
     t0 = time.perf_counter()
@@ -107,7 +113,9 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
         got = results[0]["error"] if results else "no call"
         kinds_expected[str(want)] += 1
         kinds_seen[str(got)] += 1
-        if got != want:
+        if got != want and got == "timeout" and fault in SLOW_UNDER_LOAD:
+            slow[fault] += 1
+        elif got != want:
             mismatches.append(
                 f"{tid} ({fault}): expected {want}, got {got}: {results[0]['text'][:120] if results else ''}"
             )
@@ -122,7 +130,7 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
         "episodes": episodes, "concurrency": concurrency, "records": n, "wall_s": wall,
         "lost": sorted(t for t in fault_of if seen[t] == 0), "doubled": sorted(t for t, c in seen.items() if c > 1),
         "injected": dict(injected), "kinds_expected": dict(kinds_expected), "kinds_seen": dict(kinds_seen),
-        "mismatches": mismatches, "terminations": dict(terminations), "samples": samples,
+        "mismatches": mismatches, "timed_out_instead": dict(slow), "terminations": dict(terminations), "samples": samples,
         "orphans": [p.pid for p in hostile_processes()], "pid": os.getpid(),
     }  # fmt: skip
 

