@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+CHAOS = ("429", "500", "garbage", "drop", "hang")
 
 
 class FakeOpenAI:
     """Answers calculator tasks: first a tool call (text or native), then the answer from the tool result.
 
     Fault injection: ``fail_first`` (status codes returned before succeeding), ``always`` (a status returned every
-    time), ``hang_s`` (sleep before answering).
+    time), ``hang_s`` (sleep before answering), ``chaos`` (the share of requests that get a random fault: 429, 500,
+    a non-JSON 200, a dropped connection, or a hang of ``chaos_hang_s``; counted by kind in ``injected``; valid
+    answers are counted in ``served``).
     """
 
     def __init__(self) -> None:
@@ -22,6 +28,12 @@ class FakeOpenAI:
         self.fail_first: list[int] = []
         self.always: int | None = None
         self.hang_s = 0.0
+        self.chaos = 0.0
+        self.chaos_hang_s = 5.0
+        self.injected: Counter[str] = Counter()
+        self.served = 0
+        self._rng = random.Random(0)
+        self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -72,9 +84,32 @@ class FakeOpenAI:
                 fake.requests.append({"body": body, "auth": self.headers.get("Authorization")})
                 if fake.hang_s:
                     time.sleep(fake.hang_s)
+                with fake._lock:
+                    fault = fake._rng.choice(CHAOS) if fake._rng.random() < fake.chaos else None
+                    if fault:
+                        fake.injected[fault] += 1
+                if fault == "hang":
+                    time.sleep(fake.chaos_hang_s)
+                    return
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if fault in ("429", "500"):
+                    self._send(int(fault), {"error": {"message": f"status {fault}"}})
+                    return
+                if fault == "garbage":
+                    self._send(200, None, b"<html>not json")
+                    return
                 status = fake.fail_first.pop(0) if fake.fail_first else (fake.always or 200)
                 payload = fake.reply(body) if status == 200 else {"error": {"message": f"status {status}"}}
-                data = json.dumps(payload).encode()
+                if status == 200:
+                    with fake._lock:
+                        fake.served += 1
+                self._send(status, payload)
+
+            def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
