@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5000)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=1.5, help="the hostile server's per-call timeout")
+    ap.add_argument("--code-episodes", type=int, default=500, help="Code-v0 episodes with hostile programs (0: none)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/soak.json"))
     args = ap.parse_args()
     r = chaos.run(args.episodes, args.concurrency, args.timeout)
@@ -44,6 +45,14 @@ def main() -> None:
           + ", ".join(f"{k} {grew[k]:+.1f} (of {mid[k]:.0f})" for k in grew))  # fmt: skip
     print(f"after the run: {r['samples']['end']}")
     r["growth"] = grew
+    if args.code_episodes:
+        c = chaos.run_code(args.code_episodes, 16)
+        cg = {k: c["samples"]["two thirds"][k] - c["samples"]["one third"][k] for k in c["samples"]["one third"]}
+        print(f"\nCode-v0 with hostile programs: {c['records']} of {c['episodes']} episodes at concurrency 16 in "
+              f"{c['wall_s']:.0f} s; programs {c['injected']}; results not as expected {len(c['mismatches'])}; "
+              f"doubled {len(c['doubled'])}; scores {c['scores']}")  # fmt: skip
+        print("steady-state growth: " + ", ".join(f"{k} {cg[k]:+.1f}" for k in cg))
+        r["code"] = {**c, "growth": cg}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(r, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -1,7 +1,8 @@
 """Chaos soak: many MCP-v0 episodes over the hostile stdio server (tests/hostile_server.py), each injecting one
 fault at random (a 20 MB reply, a notification flood, a non-JSON line, a reply with a wrong id, a hang, the server
 exiting mid-call, an error full of control characters, malformed content) or none, with resource samples along the
-way. Used by ``tests/mcp/test_soak.py`` (short) and ``benchmarks/soak.py`` (long).
+way; and Code-v0 episodes running hostile programs in the sandbox. Used by ``tests/mcp/test_soak.py``,
+``tests/envs/code/test_code_chaos.py`` (short) and ``benchmarks/soak.py`` (long).
 """
 
 from __future__ import annotations
@@ -139,3 +140,81 @@ def growth(result: dict[str, Any]) -> dict[str, float]:
     """Growth of each sampled resource in steady state: from a third of the episodes to two thirds."""
     s = result["samples"]
     return {k: s["two thirds"][k] - s["one third"][k] for k in s["one third"]}
+
+
+# ----- Code-v0: hostile code in the sandbox ------------------------------------------------------------------------
+# fault -> (the code run with run_python, a phrase its result must show)
+CODE_FAULTS: dict[str, tuple[str, str]] = {
+    "fine": ("print(sum(range(10)))", "45"),
+    "loop": ("while True:\n    pass", "wall-clock"),
+    "self-kill": ("import os\nos.kill(os.getpid(), 9)", "SIGKILL"),
+    "fork-bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "killed"),
+    "flood": ("print('x' * 5_000_000)", "truncated"),
+    "crash": ("raise RuntimeError('boom')", "RuntimeError: boom"),
+    "syntax": ("def f(:\n", "SyntaxError"),
+}
+
+
+class CodeChaosPolicy(ScriptedPolicy):
+    """Runs a random hostile program with ``run_python``, then submits the right solution or a broken one."""
+
+    name = "code-chaos"
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        self.rng = random.Random(seed)
+        self.right = True
+
+    def decide(self, env: Any) -> str:
+        import json
+
+        from aworld_gym.envs.code.tasks import solution_of
+
+        if not any(t.get("tool_results") for t in env.turns):
+            code, _ = CODE_FAULTS[self.rng.choice(list(CODE_FAULTS))]
+            self.right = self.rng.random() < 0.5
+            return f"<tool_call>{json.dumps({'name': 'run_python', 'arguments': {'code': code}})}</tool_call>"
+        solution = solution_of(env.task) if self.right else "def broken(:\n    pass"
+        return f"<answer>```python\n{solution}```</answer>"
+
+
+def run_code(episodes: int, concurrency: int, exec_timeout_s: float = 2.0) -> dict[str, Any]:
+    """Code-v0 episodes with hostile programs; each record checked against what its program should have shown."""
+    fault_of_code = {code: name for name, (code, _) in CODE_FAULTS.items()}
+    seen: Counter[tuple[str, int]] = Counter()
+    injected: Counter[str] = Counter()
+    mismatches: list[str] = []
+    scores: Counter[str] = Counter()
+    samples: dict[str, dict[str, float]] = {"start": sample()}
+    t0 = time.perf_counter()
+    n = 0
+    policies = iter(range(10**6))
+    for record in stream("AWorld/Code-v0", lambda: CodeChaosPolicy(next(policies)), episodes=episodes,
+                         engine=AsyncEngine(concurrency),
+                         env_kwargs={"exec_timeout_s": exec_timeout_s, "max_turns": 4}):  # fmt: skip
+        n += 1
+        seen[(record["task_id"], record["sample"])] += 1
+        results = [r for turn in record["turns"] for r in turn.get("tool_results") or []]
+        calls = [turn["action"] for turn in record["turns"]]
+        fault = next((f for code, f in fault_of_code.items() if calls and json_in(code, calls[0])), "unknown")
+        injected[fault] += 1
+        phrase = CODE_FAULTS.get(fault, ("", "?"))[1]
+        if not results or phrase not in results[0]["text"]:
+            mismatches.append(f"{record['task_id']} ({fault}): {results[0]['text'][:160] if results else 'no result'}")
+        right = bool(calls) and "def broken(" not in calls[-1]
+        scores[f"{'right' if right else 'broken'} -> {record.get('score')}"] += 1
+        if n == episodes // 3:
+            samples["one third"] = sample()
+        if n == 2 * episodes // 3:
+            samples["two thirds"] = sample()
+    wall = time.perf_counter() - t0
+    time.sleep(0.5)
+    samples["end"] = sample()
+    return {"episodes": episodes, "records": n, "wall_s": wall, "doubled": [k for k, c in seen.items() if c > 1],
+            "injected": dict(injected), "mismatches": mismatches, "scores": dict(scores), "samples": samples}  # fmt: skip
+
+
+def json_in(code: str, action: str) -> bool:
+    import json
+
+    return json.dumps(code)[1:-1] in action
