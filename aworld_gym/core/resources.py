@@ -52,6 +52,9 @@ class LocalServer:
             out["headers"] = dict(self.headers)
         if self.share_session:
             out["share_session"] = True
+        socket = getattr(self.server, "socket", None)
+        if socket:
+            out["socket"] = socket
         return out
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LocalServer:

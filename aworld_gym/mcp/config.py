@@ -29,7 +29,7 @@ Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
-               "reset_tool", "server", "disabled", "description", "share_session", "pool", "share"}  # fmt: skip
+               "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class ServerSpec:
     reset_tool: str | None = None
     share_session: bool = False
     pool: int | None = None
+    socket: str | None = None
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -187,7 +188,10 @@ def _spec(name: str, entry: Any) -> ServerSpec:
     headers = entry.get("headers") or {}
     if not isinstance(headers, Mapping):
         raise ConfigError(f"mcpServers[{name!r}]: 'headers' must be an object of strings")
-    return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, **common)
+    socket = entry.get("socket")
+    if socket is not None and (not isinstance(socket, str) or kind != "streamable-http"):
+        raise ConfigError(f"mcpServers[{name!r}]: 'socket' (a Unix socket path) is for streamable-http servers")
+    return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, socket=socket, **common)
 
 
 def _pool(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:

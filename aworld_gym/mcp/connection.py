@@ -76,7 +76,11 @@ class Connection:
             ), []
         from mcp.client.streamable_http import streamable_http_client
 
-        http = create_mcp_http_client(headers=dict(spec.headers) or None, timeout=timeout)
+        if spec.socket:  # a local server on a Unix socket (its file permissions are the authentication)
+            http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=spec.socket),
+                                      headers=dict(spec.headers) or None, timeout=timeout)  # fmt: skip
+        else:
+            http = create_mcp_http_client(headers=dict(spec.headers) or None, timeout=timeout)
         return streamable_http_client(spec.url or "", http_client=http), [http]
 
     async def start(self, timeout: float = START_TIMEOUT_S) -> None:

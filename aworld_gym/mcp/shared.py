@@ -58,6 +58,10 @@ class SharedServer:
     def cwd(self) -> str | None:
         return None
 
+    def ready(self, port: int, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether the started process answers (default: its TCP port accepts connections)."""
+        return wait_port(port, proc, self.start_timeout)
+
     # ----- refcounting ------------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
@@ -117,7 +121,7 @@ class SharedServer:
                 cwd=self.cwd(),
                 env={**os.environ, **self.extra_env},
             )
-            if wait_port(port, self.proc, self.start_timeout) and _still_running(self.proc):
+            if self.ready(port, self.proc) and _still_running(self.proc):
                 self.port = port
                 self.url = self.url_for(port)
                 self.starts += 1

@@ -8,9 +8,13 @@ keeps its profile in memory (``--isolated``) and writes its output files to a pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
 VIEWPORT = "640x480"
+LISTEN_UNIX = Path(__file__).with_name("listen_unix.js")
 
 
 def chromium_path() -> str:
@@ -89,12 +94,27 @@ class PlaywrightServer(SharedServer):
         self.origin = origin
         self.settle_ms = settle_ms
         self.output_dir: str | None = None
+        # Playwright MCP has no authentication: it listens on a Unix socket (0600, in a 0700 folder) instead of a
+        # port, so only this user's processes can drive the browser (listen_unix.js, preloaded into node).
+        self.socket_dir = tempfile.mkdtemp(prefix="aworld-playwright-sock-")
+        self.socket = str(Path(self.socket_dir) / "mcp.sock")
         super().__init__("playwright-mcp", start_timeout=60.0)
 
     def command(self, port: int) -> list[str]:
         self.output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
         args = server_args(self.origin, self.settle_ms, self.output_dir)
-        return [node_path(), *args, "--host", "127.0.0.1", "--port", str(port), "--allowed-hosts", f"127.0.0.1:{port}"]
+        self.extra_env.update({"AWORLD_GYM_LISTEN_SOCKET": self.socket, "AWORLD_GYM_LISTEN_PORT": str(port)})
+        return [node_path(), "--require", str(LISTEN_UNIX), *args, "--host", "127.0.0.1", "--port", str(port),
+                "--allowed-hosts", f"127.0.0.1:{port}"]  # fmt: skip
+
+    def ready(self, port: int, proc: subprocess.Popen[bytes]) -> bool:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.socket)
+                return True
+            time.sleep(0.1)
+        return False
 
     def cwd(self) -> str | None:
         return self.output_dir

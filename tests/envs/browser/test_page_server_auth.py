@@ -37,3 +37,34 @@ def test_a_client_without_the_token_is_refused(pages):
     # a page of ours loading an absolute path (the flight pages do) is served; a forged referer without the token is not
     assert _get(f"{origin}/core/core.js", referer=f"{pages}/flight/Alaska/index.html") == 200
     assert _get(f"{origin}/core/core.js", referer=f"{origin}/flight/Alaska/index.html") == 403
+
+
+def test_playwright_mcp_listens_only_on_a_private_unix_socket(pages):
+    """No TCP port at all; the socket is 0600 in a 0700 folder, so another user cannot connect."""
+    import os
+    import shutil
+    import socket
+    import stat
+    import subprocess
+    import sys
+
+    from aworld_gym.envs.browser.playwright import shared_browser
+
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(pages))
+    browser = shared_browser(origin, 300)
+    url = browser.acquire()
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", browser.port)) != 0  # nothing on the TCP port
+        assert stat.S_IMODE(os.stat(browser.socket).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(browser.socket_dir).st_mode) == 0o700
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(browser.socket)  # we can
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({browser.socket!r}); print('IN')"
+            p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                                probe], capture_output=True, text=True)  # fmt: skip
+            assert p.returncode != 0 and "IN" not in p.stdout and "PermissionError" in p.stderr, p.stderr
+    finally:
+        browser.release()
