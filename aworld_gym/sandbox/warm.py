@@ -29,8 +29,9 @@ from aworld_gym.sandbox.results import ExecResult, Limits, outcome
 
 logger = logging.getLogger(__name__)
 
-ZYGOTE = Path(__file__).with_name("zygote.py")
-ZYGOTE_IN_SANDBOX = "/sandbox/zygote.py"
+ZYGOTE = Path(__file__).with_name("zygote")  # a folder: aworld_zygote.py and what it imports
+ZYGOTE_DIR_IN_SANDBOX = "/sandbox/zygote"
+ZYGOTE_IN_SANDBOX = f"{ZYGOTE_DIR_IN_SANDBOX}/aworld_zygote.py"
 HOST = "/host"
 DEFAULT_PRELOAD = ("numpy",)  # numpy.random (7 MB more in every fork) costs ~25% of the throughput
 START_TIMEOUT_S = 60.0
@@ -238,7 +239,18 @@ def zygote_argv(python: str, env: dict[str, str]) -> list[str]:
             "--new-session", "--as-pid-1", "--cap-add", "ALL"]  # fmt: skip
     made: set[str] = set()
     argv += base_mounts(python, 1 << 20, made)
-    argv += ["--perms", "0755", "--dir", "/sandbox", "--ro-bind", str(ZYGOTE), ZYGOTE_IN_SANDBOX, "--bind", "/", HOST]
+    argv += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/sandbox",
+        "--ro-bind",
+        str(ZYGOTE),
+        ZYGOTE_DIR_IN_SANDBOX,
+        "--bind",
+        "/",
+        HOST,
+    ]
     return [*argv, *clean_env(env), "--chdir", "/", "--"]
 
 

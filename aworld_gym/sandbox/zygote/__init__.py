@@ -1,0 +1,1 @@
+"""The warm sandbox's zygote: programs run inside the sandbox (never imported by aworld-gym itself)."""
