@@ -46,8 +46,9 @@ def plan(episodes: int, seed: int = 0) -> list[dict[str, Any]]:
     """One task per episode, each naming its fault."""
     rng = random.Random(seed)
     kinds = list(FAULTS)
-    return [{"id": f"chaos-{i}", "prompt": "call the tool, then answer", "answer": "done",
-             "metadata": {"fault": rng.choice(kinds)}} for i in range(episodes)]  # fmt: skip
+    faults = [rng.choice(kinds) for _ in range(episodes)]
+    return [{"id": f"chaos-{i}", "prompt": f"Fault {f}: call its tool, then answer.", "answer": "done",
+             "metadata": {"fault": f}} for i, f in enumerate(faults)]  # fmt: skip
 
 
 class ChaosPolicy(ScriptedPolicy):
@@ -109,17 +110,13 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
         seen[tid] += 1
         terminations[record.get("termination") or "none"] += 1
         fault = fault_of[tid]
-        want = FAULTS[fault][2]
-        results = [r for turn in record["turns"] for r in turn.get("tool_results") or []]
-        got = results[0]["error"] if results else "no call"
+        want, got, problem = check(record, fault)
         kinds_expected[str(want)] += 1
         kinds_seen[str(got)] += 1
-        if got != want and got == "timeout" and fault in SLOW_UNDER_LOAD:
+        if problem == "slow":
             slow[fault] += 1
-        elif got != want:
-            mismatches.append(
-                f"{tid} ({fault}): expected {want}, got {got}: {results[0]['text'][:120] if results else ''}"
-            )
+        elif problem:
+            mismatches.append(problem)
         if n == episodes // 3:
             samples["one third"] = sample()
         if n == 2 * episodes // 3:
@@ -134,6 +131,20 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
         "mismatches": mismatches, "timed_out_instead": dict(slow), "terminations": dict(terminations), "samples": samples,
         "orphans": [p.pid for p in hostile_processes()], "pid": os.getpid(),
     }  # fmt: skip
+
+
+def check(record: dict[str, Any], fault: str) -> tuple[str | None, str | None, str | None]:
+    """(the error kind the fault's tool result must carry, the kind it carries, what is wrong: None, "slow" for a
+    slow fault that ended by its timeout instead, or a line saying what differs)."""
+    want = FAULTS[fault][2]
+    results = [r for turn in record["turns"] for r in turn.get("tool_results") or []]
+    got = results[0]["error"] if results else "no call"
+    if got == want:
+        return want, got, None
+    if got == "timeout" and fault in SLOW_UNDER_LOAD:
+        return want, got, "slow"
+    text = results[0]["text"][:120] if results else ""
+    return want, got, f"{record['task_id']} ({fault}): expected {want}, got {got}: {text}"
 
 
 def growth(result: dict[str, Any]) -> dict[str, float]:

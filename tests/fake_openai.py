@@ -50,6 +50,16 @@ class FakeOpenAI:
         self.server.server_close()
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        message = self.answer(body)
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": f"token_id:{100 + i}", "logprob": -0.1 * i, "bytes": None,
+                                               "top_logprobs": []} for i in range(3)]}  # fmt: skip
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message for a request (subclasses play other tasks)."""
         messages = body["messages"]
         tool_msgs = [m for m in messages if m["role"] == "tool"]
         question = next(m["content"] for m in messages if m["role"] == "user")
@@ -65,12 +75,7 @@ class FakeOpenAI:
             message["reasoning_content"] = "I need the add tool."
         else:
             message["content"] = f"<answer>{tool_msgs[-1]['content']}</answer>"
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
-        if body.get("logprobs"):
-            choice["logprobs"] = {"content": [{"token": f"token_id:{100 + i}", "logprob": -0.1 * i, "bytes": None,
-                                               "top_logprobs": []} for i in range(3)]}  # fmt: skip
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [choice],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
+        return message
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

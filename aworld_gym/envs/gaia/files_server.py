@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent
 
 from aworld_gym.envs.gaia.readers import LABELS, detect_kind, read_path, truncate
 from aworld_gym.mcp.hub import META_PREFIX
@@ -98,7 +99,7 @@ def build_server(
         except Exception as exc:  # noqa: BLE001 - e.g. unreadable, or vanished meanwhile
             return f"Error: could not read {shown!r} ({type(exc).__name__}: {exc})."
 
-    async def read_file(path: str, ctx: Context) -> str:
+    async def read_file(path: str, ctx: Context) -> CallToolResult:
         """Read a file attached to the task and return its content as text.
 
         Handles text, CSV, JSON, Excel, PDF, Word, PowerPoint, zip (lists the members) and images (metadata and
@@ -109,11 +110,11 @@ def build_server(
         """
         try:
             real, shown = access(ctx).resolve(path)
-            if real is None:
-                return shown
-            return await anyio.to_thread.run_sync(read, real, shown, limiter=limiter)
+            text = shown if real is None else await anyio.to_thread.run_sync(read, real, shown, limiter=limiter)
         except Exception as exc:  # noqa: BLE001 - never let a bad file or path take the server down
-            return f"Error: could not read {path!r} ({type(exc).__name__}: {exc})."
+            text = f"Error: could not read {path!r} ({type(exc).__name__}: {exc})."
+        # A refusal or a failed read is a tool error (counted as one in trajectories), its text unchanged.
+        return CallToolResult(content=[TextContent(type="text", text=text)], isError=text.startswith("Error: "))
 
     async def list_files(ctx: Context) -> str:
         """List the files attached to the task: names, sizes and types."""
