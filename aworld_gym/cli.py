@@ -58,9 +58,33 @@ def _rollout(args: argparse.Namespace) -> int:
         screenshots=screenshots,
     )
     print(summary.render(), flush=True)
+    print(f"read the run: aworld-gym report {out} --html {Path(out).with_suffix('.html')}", flush=True)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
     return 0 if summary.recorded + summary.skipped == summary.episodes else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from aworld_gym.report.stats import compare, summarize
+    from aworld_gym.report.tables import render, render_comparison
+
+    summaries = [summarize(run, by=args.by) for run in args.runs]
+    print("\n\n".join(render(s) for s in summaries))
+    comparison = compare(summaries) if len(summaries) > 1 else None
+    if comparison is not None:
+        print("\n" + render_comparison(comparison))
+    if args.json:
+        doc = {"runs": summaries, "comparison": comparison}
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    if args.html:
+        from aworld_gym.report.html import build
+
+        made = build(args.runs, args.html, by=args.by, max_mb=args.max_mb)
+        b = made["bound"]
+        print(f"wrote {made['out']} ({made['bytes'] / 2**20:.1f} MB; transcripts of {b['embedded']} of "
+              f"{b['episodes']} episodes embedded{', a uniform sample' if b['sampled'] else ''})")  # fmt: skip
+    return 0
 
 
 def _envs(_: argparse.Namespace) -> int:
@@ -104,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--screenshots", action="store_true", help="save a PNG per step (envs that render rgb_array)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_rollout)
+    p = sub.add_parser("report", help="tables of one or more runs (JSONL or Parquet); --html: a trajectory viewer")
+    p.add_argument("runs", nargs="+", help="trajectory files (.jsonl or .parquet); several: compared side by side")
+    p.add_argument("--by", default=None, help="also group by this task field (e.g. level; any task_meta key)")
+    p.add_argument("--json", default=None, help="write the same numbers as JSON here")
+    p.add_argument("--html", default=None, help="write a self-contained HTML report here")
+    p.add_argument("--max-mb", type=float, default=40.0, help="transcripts embedded in the HTML, at most (MB)")
+    p.set_defaults(func=_report)
     e = sub.add_parser("envs", help="list the registered ids")
     e.set_defaults(func=_envs)
     s = sub.add_parser("serve-python", help="run the Python-execution MCP server for a whole node")
@@ -124,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from aworld_gym.core.errors import AWorldGymError
 
-        if isinstance(exc, AWorldGymError | ValueError):
+        if isinstance(exc, AWorldGymError | ValueError | FileNotFoundError):
             print(f"aworld-gym: error: {exc}", file=sys.stderr)
             return 2
         raise

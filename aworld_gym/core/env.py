@@ -29,7 +29,7 @@ from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, 
 from aworld_gym.core.scoring import contains_match, exact_match
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
-from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task
+from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
@@ -344,6 +344,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         info = {"task_id": task.id, "tools": self.tools, "system_prompt": system,
                 "files": list(self.task_files(task)), "turn": 0}  # fmt: skip
         info.update(self.reset_info(task))
+        info["task_meta"] = task_meta(task.metadata, info)
         return obs, info
 
     def _parse(self, action: Any) -> ParsedAction:

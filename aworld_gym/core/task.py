@@ -183,3 +183,17 @@ def pick_task(tasks: TaskSource, options: Mapping[str, Any], rng: Any) -> Task:
             raise ConfigError(f"task_index {i} is out of range: there are {len(tasks)} tasks")
         return tasks[i]
     return tasks[int(rng.integers(len(tasks)))]
+
+
+def task_meta(metadata: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's short scalar facts (level, difficulty, source, ...) for trajectory records and ``report --by``:
+    the metadata's and the env's reset extras' values that are numbers, booleans or strings under 100 characters
+    (plans, answers' lists and long texts are left out)."""
+    out: dict[str, Any] = {}
+    skip = {"task_id", "tools", "system_prompt", "files", "turn", "task_meta", "reference"}
+    for key, value in [*metadata.items(), *info.items()]:
+        if key in skip or key.startswith("_") or value is None:
+            continue
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) < 100):
+            out[str(key)] = value
+    return out

@@ -69,18 +69,27 @@ class AsyncEngine:
         results: asyncio.Queue[tuple[Job, dict[str, Any]]] = asyncio.Queue(maxsize=self.concurrency)
 
         async def worker() -> None:
-            slot = Slot(work.env_id, work.make, work.policy(), self.policy_timeout_s, self.screenshots)
+            try:
+                slot = Slot(work.env_id, work.make, work.policy(), self.policy_timeout_s, self.screenshots)
+            except Exception as exc:  # noqa: BLE001 - e.g. the policy factory failed: the run must say so, not wait
+                await results.put((None, exc))  # type: ignore[arg-type]
+                return
             try:
                 while queue:
                     job = queue.popleft()  # taken before any await: workers never race for the last job
                     await results.put((job, await slot.run(job, work.task_id(job))))
+            except Exception as exc:  # noqa: BLE001 - a bug below the slot: raised in the consumer, never a hang
+                await results.put((None, exc))  # type: ignore[arg-type]
             finally:
                 await slot.close()
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(work.jobs)))]
         try:
             for _ in range(len(work.jobs)):
-                yield await results.get()
+                job, record = await results.get()
+                if job is None:
+                    raise RuntimeError(f"an episode worker failed: {type(record).__name__}: {record}") from record
+                yield job, record
         finally:
             await _stop(workers)
 

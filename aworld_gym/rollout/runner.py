@@ -15,6 +15,8 @@ from aworld_gym.core.actions import Action, action_text
 from aworld_gym.core.faces import check_async
 from aworld_gym.rollout.policies import Policy, policy_act
 
+PROMPT_CHARS = 8000  # the first observation kept in a record, at most
+
 
 class EpisodeRecorder:
     """Accumulates one episode's turns, totals and timings into its trajectory record."""
@@ -27,7 +29,7 @@ class EpisodeRecorder:
             "task_id": None,
             "seed": seed,
             "sample": sample,
-            "policy": getattr(policy, "name", type(policy).__name__),
+            "policy": None if policy is None else getattr(policy, "name", type(policy).__name__),
             "started_at": time.time(),
         }
         self.turns: list[dict[str, Any]] = []
@@ -42,8 +44,11 @@ class EpisodeRecorder:
         self.error: str | None = None
         self.reset_s = self.policy_s = self.env_s = 0.0
 
-    def reset_done(self, info: dict[str, Any]) -> None:
+    def reset_done(self, info: dict[str, Any], obs: Any = None) -> None:
         self.record["task_id"] = info.get("task_id")
+        self.record["task_meta"] = dict(info.get("task_meta") or {})
+        if isinstance(obs, str):  # the first observation (the task as the model saw it), for reading runs
+            self.record["prompt"] = obs if len(obs) <= PROMPT_CHARS else obs[:PROMPT_CHARS] + " [...]"
         self.reset_s = time.perf_counter() - self.t0
 
     def step_done(
@@ -147,7 +152,7 @@ def run_episode(
     rec = EpisodeRecorder(env_id, policy, seed, sample)
     try:
         obs, info = env.reset(seed=seed, options=options)
-        rec.reset_done(info)
+        rec.reset_done(info, obs)
         unwrapped = env.unwrapped
         shots = Screenshots.open(screenshots, rec, unwrapped)
         if shots is not None:
@@ -191,7 +196,7 @@ async def arun_episode(
     unwrapped: Any = env.unwrapped
     try:
         obs, info = await env.areset(seed=seed, options=options)  # type: ignore[attr-defined]
-        rec.reset_done(info)
+        rec.reset_done(info, obs)
         shots = Screenshots.open(screenshots, rec, unwrapped)
         if shots is not None:
             shots.save(0, await _render_async(unwrapped))

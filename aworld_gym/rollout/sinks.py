@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,8 +78,8 @@ def _drop_partial_last_line(path: Path) -> None:
 
 # Scalar columns of a Parquet row; nested parts (turns, components, timings) are JSON text columns.
 _SCALARS = ("episode_id", "env_id", "task_id", "seed", "sample", "policy", "started_at", "num_turns", "reward",
-            "score", "answer", "terminated", "truncated", "termination", "error")  # fmt: skip
-_NESTED = ("turns", "reward_components", "timings")
+            "score", "answer", "terminated", "truncated", "termination", "error", "prompt")  # fmt: skip
+_NESTED = ("turns", "reward_components", "timings", "metrics", "reward_errors", "task_meta")
 
 
 class ParquetSink:
@@ -148,10 +149,10 @@ class ParquetSink:
 
 def _flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A Parquet row: scalar fields as they are, nested ones (turns, components, timings) as JSON text."""
-    if isinstance(record.get("turns"), str):
-        return record  # already flat (read back from Parquet)
+    if isinstance(record.get("turns"), str):  # already flat (read back from Parquet, maybe an older file)
+        return {**dict.fromkeys((*_SCALARS, *_NESTED)), **record}
     row = {k: record.get(k) for k in _SCALARS}
-    for k in ("task_id", "answer", "error"):
+    for k in ("task_id", "answer", "error", "prompt"):
         row[k] = None if row[k] is None else str(row[k])
     row["score"] = None if row["score"] is None else float(row["score"])
     for k in _NESTED:
@@ -167,3 +168,39 @@ def open_sink(path: str | Path, resume: bool = False) -> JSONLSink | ParquetSink
     if suffix in (".jsonl", ".json", ""):
         return JSONLSink(path, resume=resume)
     raise ValueError(f"--out must end in .jsonl or .parquet, got {str(path)!r}")
+
+
+def iter_records(path: str | Path, batch_rows: int = 512) -> Iterator[dict[str, Any]]:
+    """The records of a trajectory file (``.jsonl`` or ``.parquet``, a Parquet journal included), one at a time,
+    never the whole file in memory; Parquet's JSON text columns come back as the nested values they were. A JSONL
+    line that is not JSON (a torn last line) is skipped.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a trajectory file (another extension).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no trajectory file at {str(path)!r}")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            for row in batch.to_pylist():
+                for k in _NESTED:
+                    if isinstance(row.get(k), str):
+                        row[k] = json.loads(row[k])
+                yield row
+        return
+    if suffix not in (".jsonl", ".json"):
+        raise ValueError(f"a trajectory file ends in .jsonl or .parquet, got {str(path)!r}")
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict):
+                    yield record

@@ -108,7 +108,7 @@ class Rollout:
         if task_order not in ("cycle", "sample"):
             raise ValueError("task_order must be 'cycle' or 'sample'")
         self.env, self.make = env, env_factory(env, env_kwargs)
-        self.policy = policy_factory(policy)
+        self.policy = policy_factory(policy, env)
         self.engine = engine if engine is not None else AsyncEngine()
         self.episodes, self.group_size, self.seed, self.task_order = episodes, group_size, seed, task_order
         self.skip, self.grouped = skip, grouped
@@ -166,9 +166,28 @@ class Rollout:
         # (an interrupted run leaves groups in self.groups.held: collect writes them; a stream's consumer left)
 
 
-def policy_factory(policy: Policy | Callable[[], Policy]) -> Callable[[], Policy]:
-    """A zero-argument factory for a policy object (shared) or a factory (one policy per slot)."""
+def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None) -> Callable[[], Policy]:
+    """A zero-argument factory for a policy object (shared), a factory (one policy per slot), or a policy's name
+    (``"reference"``, ``"openai"``, ``"hf"``: :func:`~aworld_gym.rollout.policies.make_policy` for the env id).
+
+    Raises:
+        ConfigError: a name without a registered env id, or a name that makes no policy (said at once).
+        TypeError: neither a policy, a factory nor a name.
+    """
+    if isinstance(policy, str):
+        import functools
+
+        from aworld_gym.core.errors import ConfigError
+        from aworld_gym.rollout.policies import make_policy
+
+        if not isinstance(env, str):
+            raise ConfigError(f"a policy given by name ({policy!r}) needs the env as a registered id")
+        factory = functools.partial(make_policy, policy, env)
+        factory()  # fail fast on a bad name or configuration
+        return factory
     if isinstance(policy, type) or not hasattr(policy, "act"):
+        if not callable(policy):
+            raise TypeError(f"policy must be a Policy, a zero-argument factory or a name, not {type(policy).__name__}")
         return policy  # type: ignore[return-value]
     return lambda: policy  # type: ignore[return-value]
 

@@ -144,3 +144,21 @@ def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
     rec.turns.append({})
     shots.save(2, "not an image")
     assert "screenshot" not in rec.turns[-1] and "screenshot_error" in rec.turns[-1]
+
+
+def test_a_policy_by_name_and_a_failing_policy_factory(tmp_path):
+    """``collect(env_id, "reference")`` builds the env's reference policy; a factory that raises ends the run with
+    its error (it used to leave the run waiting forever for the records of the workers that died)."""
+    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.rollout.collect import collect
+
+    summary = collect("AWorld/GAIA-v0", "reference", episodes=4, concurrency=2, progress=False)
+    assert summary.recorded == 4 and summary.successes == 4
+
+    def broken():
+        raise ValueError("no model here")
+
+    with pytest.raises(RuntimeError, match="an episode worker failed: ValueError: no model here"):
+        collect("AWorld/GAIA-v0", broken, episodes=4, concurrency=2, progress=False)
+    with pytest.raises(ConfigError, match="unknown policy 'nope'"):
+        collect("AWorld/GAIA-v0", "nope", episodes=1, progress=False)

@@ -1,0 +1,8 @@
+"""Read runs: ``aworld-gym report RUN [RUN ...]`` tables (:mod:`.stats`, :mod:`.tables`) and a self-contained HTML
+viewer (:mod:`.html`)."""
+
+from __future__ import annotations
+
+from aworld_gym.report.stats import compare, pass_at_k, summarize, summarize_records
+
+__all__ = ["compare", "pass_at_k", "summarize", "summarize_records"]

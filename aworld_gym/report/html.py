@@ -1,0 +1,168 @@
+"""A self-contained HTML report of one or more runs: summary cards, Plotly charts (plotly.js embedded inline: no
+network, no CDN), the comparison of runs, GRPO groups, a filterable episode list and every episode's transcript.
+
+The records are streamed. Every episode is listed; transcripts are embedded up to ``max_mb`` (long texts cut to
+``text_chars``), then a uniform sample of them is kept (reservoir sampling) and the page says how many are
+embedded. Screenshots a run stored are embedded as PNG data up to ``max_image_mb``, then linked by path. The
+browser renders lazily: the list page by page, a transcript only when its episode is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from aworld_gym.report.stats import RunStats, compare, task_field
+from aworld_gym.rollout.jobs import is_success
+from aworld_gym.rollout.sinks import iter_records
+
+HERE = Path(__file__).parent
+THINK = re.compile(r"(?s)<think>(.*?)</think>")
+
+
+def _cut(text: Any, limit: int) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not embedded]"
+
+
+class Images:
+    """Screenshots as data URIs up to a byte budget, then as paths."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.linked = 0
+
+    def __call__(self, path: Any) -> str | None:
+        if not path:
+            return None
+        p = Path(str(path))
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None
+        if len(data) > self.left:
+            self.linked += 1
+            return p.resolve().as_uri()
+        self.left -= len(data)
+        return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[str, Any]:
+    """An episode's transcript for the viewer: the prompt, then each turn's thinking (apart), the rest of the
+    action, its tool calls with arguments, tool results, reward and components, timings and screenshot."""
+    turns = []
+    for t in record.get("turns") or []:
+        action = str(t.get("action") or "")
+        thinking = "\n\n".join(m.strip() for m in THINK.findall(action))
+        said = THINK.sub("", action).strip()
+        turns.append({
+            "turn": t.get("turn"), "thinking": _cut(thinking, text_chars), "action": _cut(said, text_chars),
+            "calls": [{"name": c.get("name"), "arguments": _cut(json.dumps(c.get("arguments"), ensure_ascii=False,
+                       default=str), text_chars)} for c in t.get("tool_calls") or []],
+            "results": [{"name": r.get("name"), "error": r.get("error"), "text": _cut(r.get("text"), text_chars),
+                         "latency_s": r.get("latency_s")} for r in t.get("tool_results") or []],
+            "observation": _cut(t.get("observation"), text_chars) if not t.get("tool_results") else None,
+            "action_error": t.get("action_error"), "reward": t.get("reward"),
+            "components": t.get("reward_components") or {}, "policy_s": t.get("policy_s"), "env_s": t.get("env_s"),
+            "screenshot": images(t.get("screenshot")),
+        })  # fmt: skip
+    return {"prompt": _cut(record.get("prompt"), text_chars), "turns": turns,
+            "error": _cut(record.get("error"), text_chars) if record.get("error") else None,
+            "answer": _cut(record.get("answer"), text_chars), "components": record.get("reward_components") or {},
+            "timings": record.get("timings") or {}, "metrics": record.get("metrics") or {},
+            "screenshot": images(record.get("screenshot")), "task_meta": record.get("task_meta") or {}}  # fmt: skip
+
+
+def _last_line(text: Any) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[-1][:300] if lines else ""
+
+
+def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_mb: float = 40.0,
+          text_chars: int = 4000, max_image_mb: float = 20.0, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Write the report of the runs in ``paths`` to ``out``; returns what it holds (the summaries, counts)."""
+    import plotly.offline
+
+    budget = int(max_mb * 2**20)
+    rng = random.Random(seed)
+    images = Images(int(max_image_mb * 2**20))
+    index: list[dict[str, Any]] = []
+    kept: dict[int, str] = {}  # episode index -> its transcript as JSON text
+    kept_bytes, seen_after_full, cap = 0, 0, None
+    summaries = []
+    fields: set[str] = set()
+    for run, path in enumerate(paths):
+        stats = RunStats(str(path), by)
+        for record in iter_records(path):
+            stats.add(record)
+            fields.update((record.get("task_meta") or {}).keys())
+            i = len(index)
+            ok = is_success(record)
+            index.append({
+                "i": i, "run": run, "task": str(record.get("task_id")), "sample": record.get("sample", 0),
+                "ok": ok, "reward": record.get("reward"), "score": record.get("score"),
+                "termination": record.get("termination") or "unfinished", "turns": record.get("num_turns"),
+                "group": None if by is None else str(task_field(record, by)), "answer": _cut(record.get("answer"), 200),
+                "error": _last_line(record.get("error")), "prompt": _cut(record.get("prompt"), 300),
+                "total_s": (record.get("timings") or {}).get("total_s"),
+            })  # fmt: skip
+            text = json.dumps(transcript(record, text_chars, images), ensure_ascii=False, default=str)
+            if cap is None and kept_bytes + len(text) <= budget:
+                kept[i], kept_bytes = text, kept_bytes + len(text)
+                continue
+            if cap is None:
+                cap = max(1, len(kept))  # full: from here on keep a uniform sample of every transcript seen
+                seen_after_full = len(kept)
+            seen_after_full += 1
+            j = rng.randrange(seen_after_full)
+            if j < cap:
+                victim = rng.choice(list(kept))
+                kept_bytes -= len(kept.pop(victim))
+                kept[i], kept_bytes = text, kept_bytes + len(text)
+        summaries.append(stats.summary())
+    for e in index:
+        e["t"] = e["i"] in kept
+    data = {
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "by": by,
+        "runs": summaries,
+        "comparison": compare(summaries) if len(summaries) > 1 else None,
+        "episodes": index,
+        "bound": {
+            "max_mb": max_mb,
+            "text_chars": text_chars,
+            "embedded": len(kept),
+            "episodes": len(index),
+            "sampled": cap is not None,
+            "images_linked": images.linked,
+        },
+    }
+    blobs = "\n".join(f'<script type="application/json" id="t{i}">{_safe(text)}</script>' for i, text in kept.items())
+    page = (HERE / "template.html").read_text(encoding="utf-8")
+    page = page.replace("/*STYLE*/", (HERE / "viewer.css").read_text(encoding="utf-8"))
+    page = page.replace("/*PLOTLY*/", _safe_js(plotly.offline.get_plotlyjs()))
+    page = page.replace("/*VIEWER*/", _safe_js((HERE / "viewer.js").read_text(encoding="utf-8")))
+    page = page.replace("<!--DATA-->", f'<script type="application/json" id="data">{_safe(json.dumps(data))}</script>')
+    page = page.replace("<!--TRANSCRIPTS-->", blobs)
+    page = page.replace("<!--TITLE-->", html.escape(", ".join(Path(str(p)).name for p in paths)))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return {"out": str(out), "bytes": out.stat().st_size, "runs": summaries, "bound": data["bound"]}
+
+
+def _safe(text: str) -> str:
+    """JSON text that cannot end (or confuse) the <script> element it sits in: ``<`` only occurs inside JSON
+    strings, where ``\\u003c`` means the same."""
+    return text.replace("<", "\\u003c")
+
+
+def _safe_js(code: str) -> str:
+    """Script code that cannot end its <script> element (``</script`` only occurs in strings of these bundles)."""
+    return re.sub(r"(?i)</(script)", r"<\\/\1", code)

@@ -1,0 +1,89 @@
+"""Terminal tables of run summaries (:mod:`aworld_gym.report.stats`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> str:
+    """A plain-text table: the first column left-aligned, the others right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+
+    out = [title] if title else []
+    out += [line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)]
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def render(summary: dict[str, Any]) -> str:
+    """Every table of one run."""
+    s = summary
+    parts = [
+        f"run: {s['run']}",
+        f"  env {', '.join(s['env_ids'])}; policy {', '.join(s['policies'])}; {s['episodes']} episodes over "
+        f"{s['tasks']} tasks ({_samples(s)} per task)",
+    ]
+    head = [("success rate", _pct(s["success_rate"]), f"{s['successes']}/{s['episodes']}")]
+    for k, v in s["pass_at_k"].items():
+        head.append((k, _pct(v["value"]), f"over {v['tasks']} tasks"))
+    head += [("mean reward", _cell(s["reward_mean"]), ""), ("mean score", _cell(s["score_mean"]), "")]
+    head += [(f"reward: {k}", _cell(v["mean"]), f"{v['episodes']} episodes") for k, v in s["reward_components"].items()]
+    t = s["turns"]
+    head.append(("turns", _cell(t["mean"]), f"p50 {_cell(t['p50'])}, p90 {_cell(t['p90'])}, max {_cell(t['max'])}"))
+    parts.append(table(["", "value", ""], head))
+    n = s["episodes"] or 1
+    parts.append(table(["termination", "episodes", "share"],
+                       [(k, v, _pct(v / n)) for k, v in s["terminations"].items()], "terminations"))  # fmt: skip
+    if s["tools"]:
+        rows = [(name, v["calls"], v["errors"], _pct(v["error_rate"]),
+                 ", ".join(f"{k} {c}" for k, c in v["error_kinds"].items()) or "-",
+                 _s(v["latency_p50_s"]), _s(v["latency_p90_s"])) for name, v in s["tools"].items()]  # fmt: skip
+        parts.append(table(["tool", "calls", "errors", "error rate", "error kinds", "p50", "p90"], rows, "tool calls"))
+    if s["latency"]:
+        rows = [(p.removesuffix("_s"), _s(v["p50"]), _s(v["p90"]), _s(v["mean"])) for p, v in s["latency"].items()]
+        parts.append(table(["part", "p50", "p90", "mean"], rows, "latency per episode"))
+    if s.get("groups"):
+        ks = sorted({k for g in s["groups"].values() for k in g["pass_at_k"]}, key=lambda k: int(k[5:]))
+        rows = [(key, g["episodes"], g["tasks"], _pct(g["success_rate"]),
+                 *(_pct(g["pass_at_k"][k]["value"]) if k in g["pass_at_k"] else "-" for k in ks),
+                 _cell(g["reward_mean"]), _cell(g["turns"]["mean"])) for key, g in s["groups"].items()]  # fmt: skip
+        parts.append(table([s["by"], "episodes", "tasks", "success", *ks, "reward", "turns"], rows, f"by {s['by']}"))
+    return "\n\n".join(parts)
+
+
+def _samples(s: dict[str, Any]) -> str:
+    lo, hi = s["samples_per_task"]["min"], s["samples_per_task"]["max"]
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def render_comparison(comparison: dict[str, Any]) -> str:
+    rows = [(r["run"], _pct(r["success_rate"]),
+             "-" if r["delta"] is None else f"{100 * r['delta']:+.1f} pts", r["solved"], r["gained"], r["lost"])
+            for r in comparison["runs"]]  # fmt: skip
+    return table(["run", "success", "delta", "tasks solved", "gained", "lost"], rows,
+                 f"comparison on the {comparison['common_tasks']} tasks every run has (delta, gained and lost "
+                 "against the first run)")  # fmt: skip

@@ -1,0 +1,264 @@
+// The aworld-gym report viewer: reads the JSON the report embeds (#data, and one #t<i> per embedded transcript)
+// and draws everything lazily: the episode list a page at a time, a transcript only when its episode is opened.
+(function () {
+  "use strict";
+  var DATA = JSON.parse(document.getElementById("data").textContent);
+  var runs = DATA.runs, eps = DATA.episodes, PAGE = 100;
+
+  function h(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attrs[k];
+      else if (k === "cls") node.className = attrs[k];
+      else if (k.slice(0, 2) === "on") node.addEventListener(k.slice(2), attrs[k]);
+      else node.setAttribute(k, attrs[k]);
+    });
+    for (var i = 2; i < arguments.length; i++) {
+      var kid = arguments[i];
+      if (kid == null) continue;
+      node.appendChild(typeof kid === "string" ? document.createTextNode(kid) : kid);
+    }
+    return node;
+  }
+  function pct(v) { return v == null ? "-" : (100 * v).toFixed(1) + "%"; }
+  function num(v, d) { return v == null ? "-" : Number(v).toFixed(d == null ? 3 : d); }
+  function secs(v) { return v == null ? "-" : (v < 1 ? (v * 1000).toFixed(0) + " ms" : Number(v).toFixed(2) + " s"); }
+  function short(name) { return String(name).split("/").pop(); }
+  function $(id) { return document.getElementById(id); }
+
+  // ----- summary cards ---------------------------------------------------------------------------------------
+  $("subtitle").textContent = runs.map(function (r) { return short(r.run); }).join(" vs ") + " - made " + DATA.generated;
+  runs.forEach(function (r, ri) {
+    var dl = h("dl");
+    function row(k, v) { dl.appendChild(h("dt", {text: k})); dl.appendChild(h("dd", {text: v})); }
+    row("episodes", String(r.episodes));
+    row("tasks", r.tasks + " (" + r.samples_per_task.min + (r.samples_per_task.max !== r.samples_per_task.min ? "-" + r.samples_per_task.max : "") + " samples each)");
+    Object.keys(r.pass_at_k).forEach(function (k) { row(k, pct(r.pass_at_k[k].value) + " (" + r.pass_at_k[k].tasks + " tasks)"); });
+    row("mean reward", num(r.reward_mean));
+    row("mean score", num(r.score_mean));
+    Object.keys(r.reward_components).forEach(function (k) { row("reward: " + k, num(r.reward_components[k].mean)); });
+    row("turns (mean, p90)", num(r.turns.mean, 2) + ", " + num(r.turns.p90, 1));
+    if (r.latency.total_s) row("episode seconds p50 / p90", secs(r.latency.total_s.p50) + " / " + secs(r.latency.total_s.p90));
+    Object.keys(r.terminations).forEach(function (k) { row("ended: " + k, String(r.terminations[k])); });
+    $("cards").appendChild(h("div", {cls: "card", "data-run": String(ri)},
+      h("h3", {text: short(r.run)}),
+      h("div", {cls: "big", "data-metric": "success_rate", text: pct(r.success_rate)}),
+      h("div", {cls: "meta", text: "success rate (" + r.successes + " of " + r.episodes + ")"}), dl));
+  });
+  var b = DATA.bound;
+  $("bound-note").textContent = "Transcripts embedded for " + b.embedded + " of " + b.episodes + " episodes" +
+    (b.sampled ? " (a uniform sample: the page keeps at most " + b.max_mb + " MB of transcripts)" : "") +
+    "; texts longer than " + b.text_chars + " characters are cut" +
+    (b.images_linked ? "; " + b.images_linked + " screenshots are linked by path, not embedded" : "") + ".";
+
+  // ----- comparison ------------------------------------------------------------------------------------------
+  if (DATA.comparison) {
+    $("comparison-section").hidden = false;
+    var ct = h("table", {id: "comparison-table"}, h("thead", {}, h("tr", {},
+      h("th", {text: "run"}), h("th", {text: "success"}), h("th", {text: "delta"}), h("th", {text: "tasks solved"}),
+      h("th", {text: "gained"}), h("th", {text: "lost"}))));
+    var cb = h("tbody");
+    DATA.comparison.runs.forEach(function (r) {
+      cb.appendChild(h("tr", {}, h("td", {text: short(r.run)}), h("td", {cls: "num", text: pct(r.success_rate)}),
+        h("td", {cls: "num", text: r.delta == null ? "-" : (r.delta >= 0 ? "+" : "") + (100 * r.delta).toFixed(1) + " pts"}),
+        h("td", {cls: "num", text: String(r.solved)}), h("td", {cls: "num", text: String(r.gained)}),
+        h("td", {cls: "num", text: String(r.lost)})));
+    });
+    ct.appendChild(cb);
+    $("comparison").appendChild(h("p", {cls: "note", text: "On the " + DATA.comparison.common_tasks + " tasks every run has; delta, gained and lost against the first run."}));
+    $("comparison").appendChild(ct);
+  }
+
+  // ----- charts ----------------------------------------------------------------------------------------------
+  function chart(title, traces, layout) {
+    var div = h("div", {cls: "chart"});
+    $("charts").appendChild(div);
+    var base = {title: {text: title, font: {size: 14}}, margin: {l: 50, r: 20, t: 40, b: 90}, barmode: "group",
+      legend: {orientation: "h"}, height: 340};
+    Plotly.newPlot(div, traces, Object.assign(base, layout || {}), {displaylogo: false, responsive: true});
+  }
+  var taskIds = Object.keys(runs[0].per_task);
+  var rate0 = function (t) { var v = runs[0].per_task[t]; return v.successes / v.samples; };
+  taskIds.sort(function (a, b) { return rate0(a) - rate0(b) || (a < b ? -1 : 1); });
+  var shown = taskIds.slice(0, 60);
+  chart("Success rate by task" + (taskIds.length > shown.length ? " (the " + shown.length + " hardest of " + taskIds.length + ")" : ""),
+    runs.map(function (r) {
+      return {type: "bar", name: short(r.run), x: shown, y: shown.map(function (t) { var v = r.per_task[t]; return v ? v.successes / v.samples : null; })};
+    }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
+  if (runs[0].groups) {
+    var keys = Object.keys(runs[0].groups);
+    chart("Success rate by " + DATA.by, runs.map(function (r) {
+      return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].success_rate : null; })};
+    }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
+    chart("Mean reward by " + DATA.by, runs.map(function (r) {
+      return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].reward_mean : null; })};
+    }));
+  }
+  var kinds = {};
+  runs.forEach(function (r) { Object.keys(r.terminations).forEach(function (k) { kinds[k] = 1; }); });
+  chart("Terminations", Object.keys(kinds).map(function (k) {
+    return {type: "bar", name: k, x: runs.map(function (r) { return short(r.run); }), y: runs.map(function (r) { return r.terminations[k] || 0; })};
+  }), {barmode: "stack"});
+  var maxK = 0;
+  runs.forEach(function (r) { maxK = Math.max(maxK, Object.keys(r.pass_at_k).length); });
+  if (maxK > 1) {
+    chart("pass@k", runs.map(function (r) {
+      var ks = Object.keys(r.pass_at_k);
+      return {type: "scatter", mode: "lines+markers", name: short(r.run), x: ks, y: ks.map(function (k) { return r.pass_at_k[k].value; })};
+    }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
+  }
+  chart("Turns per episode", runs.map(function (r, ri) {
+    return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return e.turns; })};
+  }), {barmode: "overlay"});
+  chart("Reward per episode", runs.map(function (r, ri) {
+    return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return e.reward; })};
+  }), {barmode: "overlay"});
+
+  // ----- GRPO groups -----------------------------------------------------------------------------------------
+  var groups = {};
+  eps.forEach(function (e) { var k = e.run + "\u0000" + e.task; (groups[k] = groups[k] || []).push(e); });
+  var multi = Object.keys(groups).filter(function (k) { return groups[k].length > 1; });
+  if (multi.length) {
+    $("groups-section").hidden = false;
+    function mixed(k) { var g = groups[k], s = g.filter(function (e) { return e.ok; }).length; return s > 0 && s < g.length ? 0 : 1; }
+    multi.sort(function (a, b) { return mixed(a) - mixed(b) || (a < b ? -1 : 1); });
+    var gt = h("table", {id: "groups-table", cls: "list"}, h("thead", {}, h("tr", {}, h("th", {text: "run"}), h("th", {text: "task"}),
+      h("th", {text: "samples"}), h("th", {text: "solved"}), h("th", {text: "mean reward"}), h("th", {text: "reward std"}))));
+    var gb = h("tbody");
+    multi.slice(0, 200).forEach(function (k) {
+      var g = groups[k].slice().sort(function (x, y) { return x.sample - y.sample; });
+      var rs = g.map(function (e) { return e.reward || 0; });
+      var mean = rs.reduce(function (a, x) { return a + x; }, 0) / rs.length;
+      var std = Math.sqrt(rs.reduce(function (a, x) { return a + (x - mean) * (x - mean); }, 0) / rs.length);
+      var squares = h("td");
+      g.forEach(function (e) { squares.appendChild(h("span", {cls: "sq" + (e.ok ? " ok" : ""), title: "sample " + e.sample + ": reward " + num(e.reward)})); });
+      gb.appendChild(h("tr", {"data-task": g[0].task, onclick: function () { openEpisode(g[0].i, "group"); }},
+        h("td", {text: short(runs[g[0].run].run)}), h("td", {text: g[0].task}), squares,
+        h("td", {cls: "num", text: g.filter(function (e) { return e.ok; }).length + "/" + g.length}),
+        h("td", {cls: "num", text: num(mean)}), h("td", {cls: "num", text: num(std)})));
+    });
+    gt.appendChild(gb);
+    $("groups").appendChild(gt);
+    if (multi.length > 200) $("groups").appendChild(h("p", {cls: "note", text: "The first 200 of " + multi.length + " groups (mixed outcomes first)."}));
+  }
+
+  // ----- the episode list ------------------------------------------------------------------------------------
+  runs.forEach(function (r, ri) { $("f-run").appendChild(h("option", {value: String(ri), text: short(r.run)})); });
+  Object.keys(kinds).forEach(function (k) { $("f-termination").appendChild(h("option", {value: k, text: k})); });
+  var haystack = null, filtered = eps, rendered = 0;
+  function applyFilters() {
+    var run = $("f-run").value, outcome = $("f-outcome").value, term = $("f-termination").value;
+    var task = $("f-task").value.trim().toLowerCase(), q = $("f-search").value.trim().toLowerCase();
+    if (q && !haystack) haystack = eps.map(function (e) { return [e.task, e.prompt, e.answer, e.error, e.termination].join("\n").toLowerCase(); });
+    filtered = eps.filter(function (e) {
+      return (run === "" || e.run === Number(run)) && (outcome === "" || (outcome === "success") === e.ok) &&
+        (term === "" || e.termination === term) && (!task || e.task.toLowerCase().indexOf(task) >= 0) &&
+        (!q || haystack[e.i].indexOf(q) >= 0);
+    });
+    $("episodes").tBodies[0].textContent = "";
+    rendered = 0;
+    renderMore();
+  }
+  function renderMore() {
+    var body = $("episodes").tBodies[0];
+    filtered.slice(rendered, rendered + PAGE).forEach(function (e) {
+      body.appendChild(h("tr", {"data-i": String(e.i), onclick: function () { openEpisode(e.i); }},
+        h("td", {cls: "num", text: String(e.i)}), h("td", {text: short(runs[e.run].run)}), h("td", {text: e.task}),
+        h("td", {cls: "num", text: String(e.sample)}), h("td", {cls: e.ok ? "ok" : "bad", text: e.ok ? "success" : "failure"}),
+        h("td", {cls: "num", text: num(e.reward)}), h("td", {cls: "num", text: String(e.turns)}),
+        h("td", {text: e.termination}), h("td", {cls: "num", text: num(e.total_s, 2)}), h("td", {text: e.answer.slice(0, 80)})));
+    });
+    rendered = Math.min(filtered.length, rendered + PAGE);
+    $("count").textContent = filtered.length + " of " + eps.length + " episodes match; showing " + rendered + ".";
+    $("more").hidden = rendered >= filtered.length;
+  }
+  ["f-run", "f-outcome", "f-termination"].forEach(function (id) { $(id).addEventListener("change", applyFilters); });
+  ["f-task", "f-search"].forEach(function (id) { $(id).addEventListener("input", applyFilters); });
+  $("more").addEventListener("click", renderMore);
+  applyFilters();
+
+  // ----- one episode -----------------------------------------------------------------------------------------
+  function fold(text, cls) {
+    text = text || "";
+    if (text.length <= 600) return h("pre", {cls: cls || ""}, text);
+    return h("div", {}, h("pre", {cls: cls || ""}, text.slice(0, 600) + " ..."),
+      h("details", {}, h("summary", {text: "show all " + text.length + " characters"}), h("pre", {}, text)));
+  }
+  function transcriptOf(i) {
+    var node = document.getElementById("t" + i);
+    return node ? JSON.parse(node.textContent) : null;
+  }
+  function comps(c) { return Object.keys(c || {}).map(function (k) { return k + " " + num(c[k]); }).join(", "); }
+  function renderTranscript(e, t) {
+    var box = h("div", {id: "transcript"});
+    if (!t) {
+      box.appendChild(h("p", {cls: "note", text: "This episode's transcript is not embedded (the page's size bound; see the note at the top)."}));
+      return box;
+    }
+    if (t.prompt) box.appendChild(h("div", {cls: "turn"}, h("h4", {text: "Task"}), fold(t.prompt)));
+    if (t.screenshot) box.appendChild(h("img", {cls: "shot", src: t.screenshot, alt: "after reset"}));
+    t.turns.forEach(function (turn) {
+      var div = h("div", {cls: "turn", "data-turn": String(turn.turn)},
+        h("h4", {text: "Turn " + turn.turn}),
+        h("div", {cls: "meta", text: "reward " + num(turn.reward) + (comps(turn.components) ? " (" + comps(turn.components) + ")" : "") +
+          "; policy " + secs(turn.policy_s) + ", env " + secs(turn.env_s)}));
+      if (turn.thinking) div.appendChild(h("details", {cls: "thinking"}, h("summary", {text: "thinking (" + turn.thinking.length + " characters)"}), h("pre", {}, turn.thinking)));
+      if (turn.action) div.appendChild(fold(turn.action, "action"));
+      turn.calls.forEach(function (c) { div.appendChild(h("div", {cls: "call"}, h("b", {text: "call " + c.name}), fold(c.arguments))); });
+      turn.results.forEach(function (r) {
+        div.appendChild(h("div", {cls: "result tool" + (r.error ? " err" : "")},
+          h("b", {text: "result " + r.name}), h("span", {cls: "meta", text: (r.error ? " error: " + r.error : "") + " (" + secs(r.latency_s) + ")"}), fold(r.text)));
+      });
+      if (turn.observation) div.appendChild(h("div", {cls: "result obs"}, h("b", {text: "observation"}), fold(turn.observation)));
+      if (turn.action_error) div.appendChild(h("p", {cls: "bad", text: "action error: " + turn.action_error}));
+      if (turn.screenshot) div.appendChild(h("img", {cls: "shot", src: turn.screenshot, alt: "after turn " + turn.turn}));
+      box.appendChild(div);
+    });
+    if (t.answer) box.appendChild(h("div", {cls: "turn"}, h("h4", {text: "Answer"}), fold(t.answer)));
+    if (t.error) box.appendChild(h("div", {cls: "turn"}, h("h4", {cls: "bad", text: "Error"}), fold(t.error)));
+    return box;
+  }
+  function renderGroup(e) {
+    var g = eps.filter(function (x) { return x.run === e.run && x.task === e.task; }).sort(function (x, y) { return x.sample - y.sample; });
+    var side = h("div", {cls: "side", id: "group-view"});
+    g.forEach(function (x) {
+      var t = x.t ? transcriptOf(x.i) : null, last = t && t.turns.length ? t.turns[t.turns.length - 1] : null;
+      side.appendChild(h("div", {cls: "sample", "data-i": String(x.i)},
+        h("b", {text: "sample " + x.sample}), " ", h("span", {cls: x.ok ? "ok" : "bad", text: x.ok ? "success" : "failure"}),
+        h("div", {cls: "meta", text: "reward " + num(x.reward) + ", " + x.turns + " turns, " + x.termination}),
+        fold("answer: " + (x.answer || "-")),
+        last && last.thinking ? h("details", {}, h("summary", {text: "last thinking"}), h("pre", {}, last.thinking)) : null,
+        h("button", {text: "open", onclick: function () { openEpisode(x.i); }})));
+    });
+    return side;
+  }
+  function openEpisode(i, view) {
+    var e = eps[i];
+    $("detail-section").hidden = false;
+    $("detail-title").textContent = "Episode #" + i + ": " + e.task + " (sample " + e.sample + ")";
+    var d = $("detail");
+    d.textContent = "";
+    d.appendChild(h("p", {cls: "meta", id: "detail-meta", text: short(runs[e.run].run) + "; " + (e.ok ? "success" : "failure") +
+      "; reward " + num(e.reward) + "; score " + num(e.score) + "; " + e.turns + " turns; ended by " + e.termination + "; " + secs(e.total_s)}));
+    var siblings = eps.filter(function (x) { return x.run === e.run && x.task === e.task; }).length;
+    var body = h("div");
+    var t = e.t ? transcriptOf(i) : null;
+    function show(which) { body.textContent = ""; body.appendChild(which === "group" ? renderGroup(e) : renderTranscript(e, t)); }
+    if (siblings > 1) {
+      d.appendChild(h("div", {cls: "tabs"}, h("button", {id: "tab-transcript", text: "transcript", onclick: function () { show("transcript"); }}),
+        h("button", {id: "tab-group", text: "group: " + siblings + " samples side by side", onclick: function () { show("group"); }})));
+    }
+    if (t && Object.keys(t.timings).length) {
+      d.appendChild(h("p", {cls: "meta", text: "timings: " + Object.keys(t.timings).map(function (k) { return k + " " + secs(t.timings[k]); }).join(", ") +
+        (comps(t.components) ? "; reward components: " + comps(t.components) : "")}));
+    }
+    d.appendChild(body);
+    show(view === "group" && siblings > 1 ? "group" : "transcript");
+    if (location.hash !== "#episode-" + i) history.replaceState(null, "", "#episode-" + i);
+    $("detail-section").scrollIntoView();
+  }
+  var m = /^#episode-(\d+)$/.exec(location.hash);
+  if (m && eps[Number(m[1])]) openEpisode(Number(m[1]));
+  window.aworldReport = {data: DATA, open: openEpisode, filtered: function () { return filtered.length; }};
+  performance.mark("aworld-report-ready");
+})();
