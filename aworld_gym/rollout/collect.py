@@ -42,6 +42,9 @@ class Summary:
     engine: str = "async"
     concurrency: int = 1
     path: str | None = None
+    # task id -> [samples, successes], overall and per task level (task_meta["level"]), for pass@k
+    tasks: dict[str, list[int]] = field(default_factory=dict, repr=False)
+    levels: dict[str, dict[str, list[int]]] = field(default_factory=dict, repr=False)
 
     @property
     def success_rate(self) -> float:
@@ -71,10 +74,28 @@ class Summary:
         self.total_turns += int(record.get("num_turns") or 0)
         kind = record.get("termination") or "unknown"
         self.terminations[kind] = self.terminations.get(kind, 0) + 1
+        task, ok = str(record.get("task_id")), is_success(record)
+        level = (record.get("task_meta") or {}).get("level")
+        for counts in (self.tasks, *([self.levels.setdefault(str(level), {})] if level is not None else [])):
+            c = counts.setdefault(task, [0, 0])
+            c[0] += 1
+            c[1] += ok
+
+    def pass_at_k(self) -> dict[str, Any]:
+        """pass@k (unbiased estimator) for k = 1 and each power of two up to the samples per task, overall and per
+        task level: ``{"overall": {"pass@1": {"value", "tasks"}, ...}, "by_level": {level: {...}}}``. Only the
+        episodes recorded by this run count (not those a resumed run skipped)."""
+        from aworld_gym.report.stats import pass_table
+
+        def table(counts: dict[str, list[int]]) -> dict[str, Any]:
+            return pass_table({t: (n, c) for t, (n, c) in counts.items()})
+
+        return {"overall": table(self.tasks), "by_level": {k: table(v) for k, v in sorted(self.levels.items())}}
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **{k: v for k, v in self.__dict__.items()},
+            **{k: v for k, v in self.__dict__.items() if k not in ("tasks", "levels")},
+            "pass_at_k": self.pass_at_k(),
             "success_rate": self.success_rate,
             "mean_reward": self.mean_reward,
             "mean_turns": self.mean_turns,
@@ -90,6 +111,7 @@ class Summary:
             ("mean reward", f"{self.mean_reward:.3f}"),
             ("mean turns", f"{self.mean_turns:.2f}"),
             ("failures", failures),
+            *self._pass_rows(),
             ("throughput", f"{self.episodes_per_s:.2f} episodes/s (wall {self.wall_s:.1f} s, {self.engine}, "
                            f"concurrency {self.concurrency})"),
         ]  # fmt: skip
@@ -97,6 +119,22 @@ class Summary:
             rows.append(("trajectories", self.path))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def _pass_rows(self) -> list[tuple[str, str]]:
+        """pass@1 and pass@K rows when tasks have several samples (GRPO groups, ``--group-size K``)."""
+        if max((n for n, _ in self.tasks.values()), default=0) < 2:
+            return []
+        p = self.pass_at_k()
+
+        def line(t: dict[str, Any]) -> str:
+            return (
+                ", ".join(f"{k} {100 * v['value']:.1f}%" for k, v in t.items())
+                + f" ({next(iter(t.values()))['tasks']} tasks)"
+            )
+
+        rows = [("pass@k", line(p["overall"]))]
+        rows += [(f"  level {level}", line(t)) for level, t in p["by_level"].items() if t]
+        return rows
 
 
 def collect(

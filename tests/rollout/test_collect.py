@@ -162,3 +162,22 @@ def test_a_policy_by_name_and_a_failing_policy_factory(tmp_path):
         collect("AWorld/GAIA-v0", broken, episodes=4, concurrency=2, progress=False)
     with pytest.raises(ConfigError, match="unknown policy 'nope'"):
         collect("AWorld/GAIA-v0", "nope", episodes=1, progress=False)
+
+
+def test_the_summary_gives_pass_at_k_overall_and_per_level():
+    from aworld_gym.rollout.collect import Summary
+
+    s = Summary("AWorld/GAIA-v0", episodes=8)
+    outcomes = {("a", "1"): [1, 0, 0, 0], ("b", "2"): [1, 1, 1, 0]}
+    for (task, level), oks in outcomes.items():
+        for i, ok in enumerate(oks):
+            s.add({"task_id": task, "sample": i, "score": float(ok), "reward": float(ok), "termination": "answer",
+                   "task_meta": {"level": level}})  # fmt: skip
+    p = s.pass_at_k()
+    assert p["overall"]["pass@1"]["value"] == pytest.approx((0.25 + 0.75) / 2)
+    assert p["overall"]["pass@2"]["value"] == pytest.approx((0.5 + 1.0) / 2)  # 1 - C(3,2)/C(4,2) = 0.5 for a
+    assert p["overall"]["pass@4"]["value"] == 1.0
+    assert p["by_level"]["1"]["pass@2"]["value"] == pytest.approx(0.5)
+    text = s.render()
+    assert "pass@1 50.0%, pass@2 75.0%, pass@4 100.0% (2 tasks)" in text and "level 2" in text
+    assert s.to_dict()["pass_at_k"] == p

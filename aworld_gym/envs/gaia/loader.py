@@ -116,22 +116,42 @@ def _level(value: Any, meta: Path, i: int) -> int:
     return level
 
 
-def write_submission(answers: dict[str, str | None] | list[dict[str, Any]], path: str | Path) -> Path:
+def write_submission(
+    answers: dict[str, str | None] | list[dict[str, Any]], path: str | Path, pick: str | None = None
+) -> Path:
     """Write a GAIA leaderboard submission: JSONL of ``{"task_id", "model_answer"}`` (plus ``reasoning_trace``).
 
     Args:
         answers: ``{task_id: answer}``, or trajectory records (``task_id`` and the submitted ``answer``).
         path: where to write.
+        pick: with several samples of a task (``--group-size K``), which one is submitted: ``"first"`` (the lowest
+            ``sample``: what pass@1 measures) or ``"best"`` (the highest ``score``, then ``reward``; ties go to the
+            lower sample; on the test split, where nothing is scored, it falls back to the highest reward).
+            Required when a task has several records: a submission has one answer per task.
+
+    Raises:
+        ValueError: several records of one task and no ``pick``, or an unknown ``pick``.
     """
+    if pick not in (None, "first", "best"):
+        raise ValueError(f"pick must be 'first' or 'best', not {pick!r}")
     rows: list[dict[str, Any]] = []
     if isinstance(answers, dict):
         rows = [{"task_id": k, "model_answer": "" if v is None else str(v)} for k, v in answers.items()]
     else:
+        chosen: dict[str, dict[str, Any]] = {}
         for rec in answers:
+            tid = str(rec["task_id"])
+            if tid in chosen and pick is None:
+                raise ValueError(
+                    f"task {tid!r} has several samples; say which one to submit: pick='first' (pass@1) or 'best'"
+                )
+            if tid not in chosen or _better(rec, chosen[tid], pick or "first"):
+                chosen[tid] = rec
+        for tid, rec in chosen.items():
             answer = rec.get("answer")
             if answer is None:
                 answer = next((t.get("answer") for t in reversed(rec.get("turns", [])) if t.get("answer")), None)
-            row = {"task_id": rec["task_id"], "model_answer": "" if answer is None else str(answer)}
+            row = {"task_id": tid, "model_answer": "" if answer is None else str(answer)}
             if rec.get("reasoning_trace"):
                 row["reasoning_trace"] = rec["reasoning_trace"]
             rows.append(row)
@@ -139,3 +159,16 @@ def write_submission(answers: dict[str, str | None] | list[dict[str, Any]], path
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return out
+
+
+def _better(rec: dict[str, Any], than: dict[str, Any], pick: str) -> bool:
+    """Whether ``rec`` should replace ``than`` as the submitted sample of their task."""
+    sample, other = int(rec.get("sample", 0)), int(than.get("sample", 0))
+    if pick == "first":
+        return sample < other
+
+    def key(r: dict[str, Any]) -> tuple[float, float]:
+        score = r.get("score")
+        return (-1.0 if score is None else float(score), float(r.get("reward") or 0.0))
+
+    return key(rec) > key(than) or (key(rec) == key(than) and sample < other)

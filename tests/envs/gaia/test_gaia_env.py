@@ -132,6 +132,20 @@ def test_test_split_records_answers_without_reward(tmp_path):
     recs = [{"task_id": "t2", "answer": "4"}, {"task_id": "t1", "turns": [{"answer": None}, {"answer": "blue"}]}]
     out = write_submission(recs, tmp_path / "sub2.jsonl")
     assert [json.loads(x)["model_answer"] for x in out.read_text().splitlines()] == ["4", "blue"]
+    # Several samples per task: the submission says which one it takes.
+    group = [{"task_id": "t1", "sample": 1, "answer": "right", "score": 1.0, "reward": 1.0},
+             {"task_id": "t1", "sample": 0, "answer": "wrong", "score": 0.0, "reward": 0.0},
+             {"task_id": "t1", "sample": 2, "answer": "also right", "score": 1.0, "reward": 1.0},
+             {"task_id": "t2", "sample": 0, "answer": "only", "score": None}]  # fmt: skip
+    with pytest.raises(ValueError, match="several samples; say which one to submit"):
+        write_submission(group, tmp_path / "sub3.jsonl")
+
+    def submitted(pick):
+        out = write_submission(group, tmp_path / f"{pick}.jsonl", pick=pick)
+        return {(r := json.loads(x))["task_id"]: r["model_answer"] for x in out.read_text().splitlines()}
+
+    assert submitted("first") == {"t1": "wrong", "t2": "only"}  # the lowest sample: what pass@1 measures
+    assert submitted("best") == {"t1": "right", "t2": "only"}  # the highest score; a tie goes to the lower sample
 
 
 def test_extra_servers_from_mcp_config_and_clashes(tmp_path):
