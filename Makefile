@@ -50,12 +50,14 @@ $(STAMPS)/node: package.json
 	@touch $@
 
 # Debian packages: bubblewrap (the code sandbox: network, PID and mount namespaces), tesseract-ocr
-# (offline OCR for GAIA image attachments) and chromium (AWorld/Browser-v0; Playwright never downloads one).
+# (offline OCR for GAIA image attachments), chromium (AWorld/Browser-v0; Playwright never downloads one) and
+# unzip, sqlite3, jq, file (what GAIA's run_shell offers inside the sandbox).
 $(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  command -v tesseract >/dev/null || missing="$$missing tesseract-ocr tesseract-ocr-eng"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  for tool in unzip sqlite3 jq file; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing Debian packages:$$missing"; \

@@ -38,6 +38,22 @@ Args:
     timeout_s: wall-clock limit in seconds (capped by the server's limit).
 """
 
+RUN_SHELL_DOC = f"""Run a bash command line in the same sandbox as run_python; returns the exit status, stdout and stderr.
+
+The usual tools are there (grep, sed, awk, sort, find, file, unzip, tar, sqlite3, jq, python3). Files written to
+the current folder persist across calls for this task. There is no network access. Files attached to the task
+are read-only in {FILES_DIR}.
+
+Args:
+    command: the bash command line, e.g. "unzip -l {FILES_DIR}/data.zip | head".
+    timeout_s: wall-clock limit in seconds (capped by the server's limit).
+"""
+
+
+def shell_program(command: str) -> str:
+    """The Python program that runs ``command`` with bash in the sandbox (its output and exit status are bash's)."""
+    return f"import subprocess, sys\nsys.exit(subprocess.run(['/bin/bash', '-c', {command!r}]).returncode)\n"
+
 
 class Workspaces:
     """Work folders keyed by (session, episode); the newest episode of a session replaces the older one."""
@@ -113,8 +129,17 @@ def build_server(
         result = await anyio.to_thread.run_sync(run, limiter=limiter)
         return result.render()
 
+    async def run_shell(command: str, ctx: Context, timeout_s: float = 10.0) -> str:
+        session, episode, files = _meta(ctx, roots)
+        workdir = workspaces.get(session, episode)
+        run = functools.partial(sandbox.run, shell_program(command), workdir, files, timeout_s)
+        result = await anyio.to_thread.run_sync(run, limiter=limiter)
+        return result.render()
+
     run_python.__doc__ = RUN_PYTHON_DOC
+    run_shell.__doc__ = RUN_SHELL_DOC
     server.tool(name="run_python", description=RUN_PYTHON_DOC.split("\n\nArgs:")[0])(run_python)
+    server.tool(name="run_shell", description=RUN_SHELL_DOC.split("\n\nArgs:")[0])(run_shell)
     return server
 
 

@@ -172,3 +172,56 @@ def test_the_shared_server_wants_its_token():
         assert "\n1\n" in env.step(call)[0]  # the env itself is let in
     finally:
         env.close()
+
+
+def test_run_shell_runs_bash_in_the_same_sandbox(tmp_path):
+    """``run_shell``: bash with the usual tools, the task's attachments read-only, the episode's work folder shared
+    with run_python, no network, the same limits; Code-v0 does not offer it unless asked, GAIA-v0 does."""
+    import sqlite3
+    import zipfile
+
+    import gymnasium as gym
+
+    import aworld_gym  # noqa: F401
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with zipfile.ZipFile(data / "bundle.zip", "w") as z:
+        z.writestr("notes/a.txt", "apple\nbanana\napricot\n")
+    db = sqlite3.connect(data / "shop.db")
+    db.execute("create table items(name text, price real)")
+    db.executemany("insert into items values (?, ?)", [("pen", 1.5), ("book", 12.0), ("bag", 30.0)])
+    db.commit()
+    db.close()
+    hub = ToolHub(servers={"py": build_server(file_roots=(str(data),))}).start()
+
+    def shell(command, **kw):
+        return hub.call([ToolCall("run_shell", {"command": command, **kw})])[0]
+
+    try:
+        hub.begin_episode(files=[str(data / "bundle.zip"), str(data / "shop.db")])
+        r = shell("unzip -o -q /sandbox/files/bundle.zip -d . && grep -c '^a' notes/a.txt")
+        assert r.error is None and r.text.startswith("exit code 0") and "\n2\n" in r.text, r.text
+        assert "apricot" in run(hub, "print(open('notes/a.txt').read())").text  # the same work folder
+        r = shell("sqlite3 /sandbox/files/shop.db 'select sum(price) from items where price > 10'")
+        assert "42.0" in r.text, r.text
+        r = shell("echo x > /sandbox/files/shop.db")
+        assert r.text.startswith("exit code 1") and "Read-only file system" in r.text, r.text
+        r = shell("python3 -c \"import urllib.request as u; u.urlopen('http://1.1.1.1', timeout=2)\"")
+        assert "Network is unreachable" in r.text or "URLError" in r.text, r.text
+        r = shell("sleep 30", timeout_s=1)
+        assert "wall-clock" in r.text and r.error is None, r.text
+        assert shell("exit 7").text.startswith("exit code 7")
+        assert hub.call([ToolCall("run_shell", {"cmd": "ls"})])[0].error == "bad_arguments"
+    finally:
+        hub.close()
+    code = gym.make("AWorld/Code-v0")
+    gaia = gym.make("AWorld/GAIA-v0", python_server="inprocess")
+    try:
+        names = [t["function"]["name"] for t in code.reset(options={"task_index": 0})[1]["tools"]]
+        assert "run_shell" not in names and "run_python" in names
+        names = [t["function"]["name"] for t in gaia.reset(options={"task_index": 0})[1]["tools"]]
+        assert "run_shell" in names and "run_python" in names
+    finally:
+        code.close()
+        gaia.close()

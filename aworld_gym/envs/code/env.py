@@ -40,6 +40,7 @@ class CodeEnv(MCPEnv):
         memory_mb: memory limit of one execution.
         warm: ``"auto"`` (default: executions forked from a warm zygote where it can start, else cold with a
             warning), ``"on"`` (required) or ``"off"`` (a fresh sandboxed process per execution).
+        shell: also offer ``run_shell`` (bash in the same sandbox); off by default.
         **kwargs: everything :class:`MCPEnv` takes (``max_turns``, ``reward_hooks``, ...).
     """
 
@@ -52,6 +53,7 @@ class CodeEnv(MCPEnv):
         exec_timeout_s: float = 10.0,
         memory_mb: int = 1024,
         warm: str = "auto",
+        shell: bool = False,
         **kwargs: Any,
     ) -> None:
         for key in ("mcp_config", "servers", "scorer"):
@@ -66,6 +68,8 @@ class CodeEnv(MCPEnv):
                                                                                   memory_mb, warm=warm)}}  # fmt: skip
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
         kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
+        if not shell:  # the execution server also offers run_shell (GAIA uses it); HumanEval needs Python only
+            kwargs["deny_tools"] = [*(kwargs.get("deny_tools") or []), "run_shell"]
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
         self.exec_timeout_s = exec_timeout_s
         self.sandbox = shared_sandbox(limits, isolation, warm)  # type: ignore[arg-type] - one per process: its warm zygote

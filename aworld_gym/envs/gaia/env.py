@@ -132,7 +132,7 @@ class GAIAEnv(MCPEnv):
         for f in task.files:
             name = Path(f).name
             lines.append(
-                f"Attached file: {name} (read it with read_file(path={name!r}); inside run_python it is "
+                f"Attached file: {name} (read it with read_file(path={name!r}); inside run_python or run_shell it is "
                 f"/sandbox/files/{name})"
             )
         return "\n".join(lines)

@@ -16,4 +16,5 @@ def test_a_hostile_call_does_not_break_a_gaia_episode():
     assert set(r["injected"]) == set(GAIA_FAULTS), r["injected"]
     assert not r["mismatches"], r["mismatches"][:5]
     assert not r["unsolved"], r["unsolved"][:5]
-    assert r["samples"]["end"]["children"] == 0  # every server and sandbox process stopped with its env
+    # every server and sandbox process of these envs stopped with them (earlier tests may keep per-process ones)
+    assert r["samples"]["end"]["children"] <= r["samples"]["start"]["children"], r["samples"]
