@@ -34,7 +34,7 @@ SAMPLE_NOTE = (
 
 
 class GAIAEnv(MCPEnv):
-    """GAIA with a file reader, a sandboxed Python tool and web search, over MCP.
+    """GAIA with a file reader, image and audio tools, sandboxed Python and bash, and web search, over MCP.
 
     Args:
         data_dir: a local copy of the ``gaia-benchmark/GAIA`` snapshot (``2023/<split>/metadata.jsonl`` and the
@@ -47,7 +47,10 @@ class GAIAEnv(MCPEnv):
         search_docs: a folder of documents for the offline search backend.
         mcp_config: extra servers in AWorld's format (e.g. AWorld's hosted GAIA tool server, ``@playwright/mcp``).
         python_server: ``"shared"``, ``"inprocess"`` or a URL (see ``AWorld/Code-v0``).
-        isolation, exec_timeout_s, memory_mb: sandbox settings of ``run_python``.
+        isolation, exec_timeout_s, memory_mb: sandbox settings of ``run_python`` and ``run_shell``.
+        vision_model, audio_model: OpenAI-compatible endpoints (``{"base_url", "model", "api_key"?}``) of
+            ``describe_image`` and ``transcribe_audio`` (default: ``AWORLD_GYM_VISION_*`` / ``AWORLD_GYM_AUDIO_*``
+            from the environment; without one those tools say how to configure it).
         **kwargs: everything :class:`MCPEnv` takes (``allow_tools``, ``reward_hooks``, ``max_turns``, ...).
     """
 
@@ -64,6 +67,8 @@ class GAIAEnv(MCPEnv):
         isolation: str = "auto",
         exec_timeout_s: float = 30.0,
         memory_mb: int = 2048,
+        vision_model: Mapping[str, Any] | None = None,
+        audio_model: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         for key in ("tasks", "scorer", "servers"):
@@ -81,6 +86,7 @@ class GAIAEnv(MCPEnv):
         tasks = load_gaia(data_dir, split=split, level=level)
         self.split = split
         self.data_folder = split_dir(data_dir, split)
+        self.media = {"vision_model": vision_model, "audio_model": audio_model}
         servers = self._servers(search, search_docs, python_server, isolation, exec_timeout_s, memory_mb)
         extra = parse_mcp_config(mcp_config) if mcp_config is not None else []
         clash = {s.name for s in extra} & set(servers)
@@ -104,7 +110,7 @@ class GAIAEnv(MCPEnv):
         from aworld_gym.envs.gaia import files_server, search_server
         from aworld_gym.sandbox.shared import python_server_entry
 
-        servers: dict[str, Any] = {"files": files_server.build_server(roots=[self.data_folder])}
+        servers: dict[str, Any] = {"files": files_server.build_server(roots=[self.data_folder], **self.media)}
         spec = search if search is not None else (f"local:{search_docs}" if search_docs else "none")
         if spec == "none":
             if search is None:

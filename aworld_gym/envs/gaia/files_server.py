@@ -13,7 +13,7 @@ import argparse
 import inspect
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 
+from aworld_gym.envs.gaia import media
+from aworld_gym.envs.gaia.media import Endpoint, how_to
 from aworld_gym.envs.gaia.readers import LABELS, detect_kind, read_path, truncate
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
@@ -66,6 +68,8 @@ def build_server(
     max_chars: int = 20_000,
     ocr: bool = True,
     name: str = "files",
+    vision_model: Mapping[str, Any] | None = None,
+    audio_model: Mapping[str, Any] | None = None,
 ) -> MCPServer:
     """A GAIA file-reading MCP server object (serve it in-process, or with ``serve``).
 
@@ -75,7 +79,10 @@ def build_server(
         max_chars: longer output is cut, with a note saying so.
         ocr: run tesseract OCR on images (when it is installed).
         name: the server's name.
+        vision_model, audio_model: the OpenAI-compatible endpoints of ``describe_image`` and ``transcribe_audio``
+            (:mod:`aworld_gym.envs.gaia.media`; default: from the environment, else the tools say how to set one).
     """
+    vision, audio = Endpoint.of("vision", vision_model), Endpoint.of("audio", audio_model)
     real_roots = [Path(os.path.realpath(r)) for r in roots]
     limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 1))
     server = MCPServer(name, log_level="WARNING")
@@ -113,8 +120,36 @@ def build_server(
             text = shown if real is None else await anyio.to_thread.run_sync(read, real, shown, limiter=limiter)
         except Exception as exc:  # noqa: BLE001 - never let a bad file or path take the server down
             text = f"Error: could not read {path!r} ({type(exc).__name__}: {exc})."
-        # A refusal or a failed read is a tool error (counted as one in trajectories), its text unchanged.
-        return CallToolResult(content=[TextContent(type="text", text=text)], isError=text.startswith("Error: "))
+        return _reply(text)
+
+    async def describe_image(
+        path: str, ctx: Context, question: str = "Describe this image in detail."
+    ) -> CallToolResult:
+        """Ask a vision model about an image attached to the task (png, jpg, gif, webp, bmp); returns its answer.
+
+        Args:
+            path: the image's name (as given in the task) or its absolute path.
+            question: what to ask about the image.
+        """
+        if vision is None:
+            return _reply(how_to("vision", "describe_image"))
+        real, shown = access(ctx).resolve(path)
+        if real is None:
+            return _reply(shown)
+        return _reply(*await media.describe_image(vision, real, shown, question))
+
+    async def transcribe_audio(path: str, ctx: Context) -> CallToolResult:
+        """Transcribe an audio file attached to the task (mp3, wav, m4a, flac, ogg, webm) with a speech model.
+
+        Args:
+            path: the audio file's name (as given in the task) or its absolute path.
+        """
+        if audio is None:
+            return _reply(how_to("audio", "transcribe_audio"))
+        real, shown = access(ctx).resolve(path)
+        if real is None:
+            return _reply(shown)
+        return _reply(*await media.transcribe_audio(audio, real, shown))
 
     async def list_files(ctx: Context) -> str:
         """List the files attached to the task: names, sizes and types."""
@@ -134,9 +169,16 @@ def build_server(
 
         return await anyio.to_thread.run_sync(describe, limiter=limiter)
 
-    for tool in (read_file, list_files):
+    for tool in (read_file, list_files, describe_image, transcribe_audio):
         server.tool(description=inspect.cleandoc(tool.__doc__ or ""))(tool)
     return server
+
+
+def _reply(text: str, error: bool | None = None) -> CallToolResult:
+    """A tool result; a refusal or a failure (text starting ``Error: ``) is a tool error (counted as one in
+    trajectories), its text unchanged."""
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          isError=text.startswith("Error: ") if error is None else error)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -287,7 +287,10 @@ def _read_audio(path: Path, _: int) -> str:
                 detail += f", duration {w.getnframes() / w.getframerate():.2f} s"
         except (wave.Error, EOFError, ZeroDivisionError):
             pass
-    return f"Error: audio transcription is not supported offline (no offline transcriber is installed); file: {detail}"
+    return (
+        "Error: audio transcription is not supported offline (no offline transcriber is installed); "
+        f"transcribe_audio does it with a speech model endpoint; file: {detail}"
+    )
 
 
 def _read_zip(path: Path, _: int) -> str:

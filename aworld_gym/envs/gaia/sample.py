@@ -1,4 +1,4 @@
-"""The bundled GAIA-format sample set: 30 tasks we wrote, attachments generated here, a local search corpus.
+"""The bundled GAIA-format sample set: 32 tasks we wrote, attachments generated here, a local search corpus.
 
 The real GAIA data is gated and cannot ship. These tasks follow its format and its levels' styles: single
 look-ups, multi-step computations, list answers, numbers with units, and questions that need search plus a
@@ -27,18 +27,24 @@ from aworld_gym.envs.gaia.sample_files import (
     SETTINGS,
     csv_file,
     docx_file,
+    logs_zip,
+    orders_db,
     pdf_file,
     png_file,
     pptx_file,
     xlsx_file,
 )
 
-VERSION = "1"
+VERSION = "2"
 SPLIT = "validation"
 
 
 def _rp(code: str) -> dict[str, Any]:
     return {"name": "run_python", "arguments": {"code": code}}
+
+
+def _sh(command: str) -> dict[str, Any]:
+    return {"name": "run_shell", "arguments": {"command": command}}
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -160,6 +166,16 @@ TASKS: list[dict[str, Any]] = [
      "ref": {"turns": [[_rp("import re\nt = open('/sandbox/files/field_notes.txt').read()\n"
                             "print('ANSWER=', sum(int(n) for n in re.findall(r'(\\d+) herons', t)))")]],
              "pattern": r"ANSWER= (\S+)"}},
+    # ----- zip and sqlite, through run_shell ----------------------------------------------------------------
+    {"id": "h01", "level": 2, "file": "server_logs.zip", "answer": "6",
+     "q": "The attached archive holds server logs. How many ERROR lines are there across all of its log files?",
+     "ref": {"turns": [[_sh("unzip -o -q /sandbox/files/server_logs.zip -d . && cat logs/*.log | grep -c ERROR")]],
+             "pattern": r"--- stdout ---\s+(\d+)"}},
+    {"id": "h02", "level": 2, "file": "orders.db", "answer": "420.5",
+     "q": "The attached SQLite database lists orders. What is the total value of the shipped orders to Norway?",
+     "ref": {"turns": [[_sh("sqlite3 /sandbox/files/orders.db \"select sum(total) from orders where "
+                            "country = 'Norway' and status = 'shipped'\"")]],
+             "pattern": r"--- stdout ---\s+([\d.]+)"}},
     # ----- search -------------------------------------------------------------------------------------------
     {"id": "w01", "level": 1, "file": "", "answer": "1887",
      "q": "In what year was the Varnholm Lighthouse completed?",
@@ -282,6 +298,8 @@ def generate(out: Path) -> None:
     (split / "puzzle.py").write_text(PUZZLE)
     (split / "field_notes.txt").write_text(NOTES)
     png_file(split / "gate_sign.png")
+    logs_zip(split / "server_logs.zip")
+    orders_db(split / "orders.db")
     with open(split / "metadata.jsonl", "w", encoding="utf-8") as f:
         for t in TASKS:
             row = {

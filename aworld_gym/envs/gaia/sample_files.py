@@ -104,3 +104,33 @@ def png_file(path: Path) -> None:
     draw.text((60, 60), "GATE 17B", fill="black", font=font)
     draw.text((60, 200), "DEPARTS 09:45", fill="black", font=font)
     img.save(path)
+
+
+LOGS = {  # name -> lines; 3 + 1 + 2 = 6 ERROR lines in all
+    "web-1.log": ["09:00 INFO start", "09:01 ERROR timeout on /api", "09:02 INFO ok", "09:05 ERROR timeout on /api",
+                  "09:09 ERROR disk full"],
+    "web-2.log": ["09:00 INFO start", "09:03 WARN slow", "09:07 ERROR disk full"],
+    "worker.log": ["08:59 INFO start", "09:04 ERROR queue lost", "09:06 ERROR queue lost", "09:08 INFO done"],
+}  # fmt: skip
+ORDERS = [(1, "Norway", 120.5, "shipped"), (2, "Sweden", 80.0, "shipped"), (3, "Norway", 45.25, "pending"),
+          (4, "Norway", 300.0, "shipped"), (5, "Denmark", 99.9, "shipped")]  # fmt: skip
+
+
+def logs_zip(path: Path) -> None:
+    """Server logs in a zip archive (a task for run_shell: unzip, then grep)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, lines in LOGS.items():
+            z.writestr(f"logs/{name}", "\n".join(lines) + "\n")
+
+
+def orders_db(path: Path) -> None:
+    """A SQLite database of orders (a task for run_shell: sqlite3)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("create table orders (id integer primary key, country text, total real, status text)")
+    db.executemany("insert into orders values (?, ?, ?, ?)", ORDERS)
+    db.commit()
+    db.close()

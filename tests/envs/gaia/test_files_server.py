@@ -121,7 +121,7 @@ def read(hub, path):
 
 
 def test_tools_are_listed(hub):
-    assert set(hub.tool_names) == {"read_file", "list_files"}
+    assert set(hub.tool_names) == {"read_file", "list_files", "describe_image", "transcribe_audio"}
     doc = next(t for t in hub.tool_schemas() if t["function"]["name"] == "read_file")["function"]["description"]
     assert "attached" in doc and len(doc) < 400
 

@@ -75,17 +75,17 @@ def test_loader_errors_say_what_is_expected(tmp_path):
 def test_sample_set_covers_the_styles():
     root = ensure_sample()
     src = load_gaia(root)
-    assert len(src) == len(TASKS) == 30
+    assert len(src) == len(TASKS) == 32
     assert {t.metadata["level"] for t in src} == {1, 2, 3}
     kinds = {t.metadata["file_name"].rsplit(".", 1)[-1] for t in src if t.metadata["file_name"]}
-    assert kinds == {"xlsx", "csv", "pdf", "docx", "pptx", "json", "py", "png", "txt"}
+    assert kinds == {"xlsx", "csv", "pdf", "docx", "pptx", "json", "py", "png", "txt", "zip", "db"}
     assert any("," in t.answer for t in src) and any(t.answer.endswith(" kg") for t in src)
     assert sum(not t.files for t in src) >= 7  # search-only questions
 
 
 def test_reference_policy_solves_every_sample_task():
-    s = collect("AWorld/GAIA-v0", GAIAReferencePolicy, episodes=30, concurrency=3, progress=False)
-    assert (s.recorded, s.successes) == (30, 30), s.terminations
+    s = collect("AWorld/GAIA-v0", GAIAReferencePolicy, episodes=32, concurrency=3, progress=False)
+    assert (s.recorded, s.successes) == (32, 32), s.terminations
 
 
 def test_episode_prompt_tools_and_final_answer_forms():
