@@ -18,6 +18,7 @@ server that keeps no per-client state.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,8 @@ Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
-               "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket"}  # fmt: skip
+               "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
+               "tool_prefix"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class ServerSpec:
             least-loaded one, and they start lazily and stop with the last hub. ``None`` (the default): every hub
             starts its own process, which stateful servers need. Only for servers that keep no per-client state
             (or tell envs apart by the per-call ``_meta``).
+        tool_prefix: (ours) every tool of this server is exposed as ``<prefix>__<tool>`` (e.g. a remote gateway's
+            tools beside the env's own, which keep their names).
     """
 
     name: str
@@ -69,6 +73,7 @@ class ServerSpec:
     share_session: bool = False
     pool: int | None = None
     socket: str | None = None
+    tool_prefix: str | None = None
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -159,6 +164,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "reset_tool": entry.get("reset_tool"),
         "share_session": bool(entry.get("share_session", False)),
         "pool": _pool(name, kind, entry),
+        "tool_prefix": _prefix(name, entry.get("tool_prefix")),
     }
     if kind == "stdio":
         command = entry.get("command")
@@ -223,3 +229,11 @@ def _positive(name: str, key: str, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(f"mcpServers[{name!r}]: {key!r} must be a positive number of seconds")
     return float(value)
+
+
+def _prefix(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", value):
+        raise ConfigError(f"mcpServers[{name!r}]: 'tool_prefix' must be a short name (letters, digits, _ or -)")
+    return value

@@ -81,7 +81,18 @@ class Connection:
                                       headers=dict(spec.headers) or None, timeout=timeout)  # fmt: skip
         else:
             http = create_mcp_http_client(headers=dict(spec.headers) or None, timeout=timeout)
+        http.event_hooks.setdefault("response", []).append(self._note_refusal)
         return streamable_http_client(spec.url or "", http_client=http), [http]
+
+    async def _note_refusal(self, response: Any) -> None:
+        """Keep the last 4xx/5xx status and body start: the SDK reports them as "Server returned an error
+        response", which would hide a 401 (a wrong token) from the user."""
+        if response.status_code >= 400:
+            try:
+                body = (await response.aread()).decode("utf-8", "replace")[:200].strip()
+            except Exception:  # noqa: BLE001 - a body we cannot read: the status says enough
+                body = ""
+            self._refusal = f"HTTP {response.status_code}" + (f": {body}" if body else "")
 
     async def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Connect and list the server's tools; raise :class:`ServerError` with the reason on failure."""
@@ -119,7 +130,9 @@ class Connection:
         except BaseException as exc:  # noqa: BLE001 - failures here become data, not crashes
             if not ready.done():
                 leaf = _first_leaf(exc)
-                ready.set_exception(ServerError(self._describe(f"failed to start: {type(leaf).__name__}: {leaf}")))
+                refusal = getattr(self, "_refusal", None)
+                why = f"failed to start: {type(leaf).__name__}: {leaf}" + (f" ({refusal})" if refusal else "")
+                ready.set_exception(ServerError(self._describe(why)))
             else:
                 logger.warning("MCP server %r connection ended: %r", self.spec.name, exc)
         finally:

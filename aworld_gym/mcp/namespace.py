@@ -43,8 +43,8 @@ def build_tools(
 ) -> dict[str, RoutedTool]:
     """The agent's tools by exposed name, from the tools the connections listed.
 
-    A tool name that two servers share is exposed as ``server__tool`` (for both); a server's ``reset_tool`` is
-    never exposed.
+    A tool name that two servers share is exposed as ``server__tool`` (for both); a server with a ``tool_prefix``
+    exposes each tool as ``prefix__tool``; a server's ``reset_tool`` is never exposed.
 
     Args:
         conns: the started connections, in config order.
@@ -52,17 +52,24 @@ def build_tools(
         deny: glob patterns of tools to hide (applied after ``allow``).
         hidden_arguments: ``{tool name: arguments}`` removed from the schemas the agent sees.
     """
+
+    def base(conn: Connection, name: str) -> str:  # a server's tool_prefix names all its tools
+        prefix = getattr(conn.spec, "tool_prefix", None)
+        return _NAME_RE.sub("_", f"{prefix}__{name}")[:64] if prefix else name
+
     counts: dict[str, int] = {}
     for conn in conns:
         for tool in conn.tools:
-            counts[tool.name] = counts.get(tool.name, 0) + 1
+            counts[base(conn, tool.name)] = counts.get(base(conn, tool.name), 0) + 1
     hidden = {c.spec.reset_tool for c in conns if c.spec.reset_tool}
     tools: dict[str, RoutedTool] = {}
     for conn in conns:
         for tool in conn.tools:
             qualified = _NAME_RE.sub("_", f"{conn.spec.name}__{tool.name}")[:64]
-            exposed = qualified if counts[tool.name] > 1 else tool.name
-            if tool.name in hidden or not _allowed((tool.name, exposed, qualified), allow, deny):
+            exposed = qualified if counts[base(conn, tool.name)] > 1 else base(conn, tool.name)
+            # a prefixed server's tools are matched by their exposed names only ("read_file" is not "aworld__read_file")
+            known = (exposed, qualified) if getattr(conn.spec, "tool_prefix", None) else (tool.name, exposed, qualified)
+            if tool.name in hidden or not _allowed(known, allow, deny):
                 continue
             schema = dict(tool.input_schema or {"type": "object", "properties": {}})
             drop = (hidden_arguments or {}).get(tool.name)

@@ -154,10 +154,12 @@ def _entry(spec: Any) -> dict[str, Any]:
     if spec.type == "inprocess":
         return {"type": "inprocess", "server": spec.server}
     out: dict[str, Any] = {"type": spec.type}
-    for key in ("command", "cwd", "url", "timeout", "sse_read_timeout", "reset_tool"):
+    for key in ("command", "cwd", "url", "timeout", "sse_read_timeout", "reset_tool", "pool", "socket", "tool_prefix"):
         value = getattr(spec, key)
         if value is not None:
             out[key] = value
+    if spec.share_session:
+        out["share_session"] = True
     if spec.args:
         out["args"] = list(spec.args)
     if spec.env:
