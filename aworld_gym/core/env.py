@@ -23,7 +23,7 @@ from gymnasium.error import ResetNeeded
 from aworld_gym.core.actions import ActionParser, ParsedAction, action_text, get_parser, parse_action
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
-from aworld_gym.core.prompts import render_system_prompt
+from aworld_gym.core.prompts import TOOL_FORMATS, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
 from aworld_gym.core.scoring import contains_match, exact_match
@@ -47,6 +47,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         scorer: ``"exact"``, ``"contains"``, another registered name, or ``(answer, task) -> float``.
         action_format: a registered parser name (``"hermes"``) or an :class:`ActionParser`.
         system_prompt: the preamble of the system prompt (the tool list is appended).
+        tool_format: how the system prompt lists the tools: ``"full"`` (their JSON schemas, as Qwen3's chat
+            template writes them) or ``"compact"`` (one line each: name, typed parameters, the first sentence of
+            the description); ``info["tools"]`` always holds the full schemas.
         allow_tools, deny_tools: glob patterns of tools the agent may / may not use.
         guard: ``guard(tool, arguments) -> None | reason`` sees every agent call and may refuse it (``refused``).
         hidden_arguments: ``{tool: [argument, ...]}`` removed from the agent's schemas (a call using them is refused).
@@ -79,6 +82,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         scorer: str | Scorer | None = "exact",
         action_format: str | ActionParser | None = None,
         system_prompt: str | None = None,
+        tool_format: str = "full",
         allow_tools: Iterable[str] | None = None,
         deny_tools: Iterable[str] | None = None,
         guard: Guard | None = None,
@@ -135,6 +139,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             self._failed_init()
             raise
         self.preamble = system_prompt
+        if tool_format not in TOOL_FORMATS:
+            raise ConfigError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
+        self.tool_format = tool_format
         self.max_turns = max_turns
         self.max_episode_chars = max_episode_chars
         self.strict = strict
@@ -306,7 +313,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
     @property
     def system_prompt(self) -> str:
         if self._system is None:  # the tools and the preamble do not change: rendered once
-            self._system = render_system_prompt(self.tools, self.preamble)
+            self._system = render_system_prompt(self.tools, self.preamble, self.tool_format)
         return self._system
 
     @property

@@ -33,14 +33,70 @@ FORMAT_HINT = (
 )
 
 
-def render_system_prompt(tools: Sequence[dict[str, Any]], preamble: str | None = None) -> str:
-    """A Qwen3-style system prompt listing ``tools`` (OpenAI schemas), one JSON object per line."""
+COMPACT_TOOLS_SECTION = """# Tools
+
+You may call one or more functions to assist with the user query. The functions, each with its parameters
+(`?` marks an optional one) and what it does:
+{tools}
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>"""
+
+TOOL_FORMATS = ("full", "compact")
+
+
+def render_system_prompt(
+    tools: Sequence[dict[str, Any]], preamble: str | None = None, tool_format: str = "full"
+) -> str:
+    """A Qwen3-style system prompt listing ``tools`` (OpenAI schemas): ``"full"``, one JSON schema per line (what
+    Qwen3's chat template writes), or ``"compact"``, one line per tool (name, typed parameters, the first sentence
+    of its description; :func:`compact_tool`)."""
+    if tool_format not in TOOL_FORMATS:
+        raise ValueError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
     parts = [preamble if preamble is not None else DEFAULT_PREAMBLE]
-    if tools:
+    if tools and tool_format == "compact":
+        parts.append(COMPACT_TOOLS_SECTION.format(tools="\n".join(compact_tool(t) for t in tools)))
+    elif tools:
         lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
         parts.append(TOOLS_SECTION.format(tools=lines))
     parts.append(ANSWER_SECTION)
     return "\n\n".join(p for p in parts if p)
+
+
+def compact_tool(schema: dict[str, Any], max_description: int = 160) -> str:
+    """One line for a tool: ``- name(a: string, b?: integer): What it does.``"""
+    fn = schema.get("function", schema)
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type(p)}"
+                     for name, p in (params.get("properties") or {}).items())  # fmt: skip
+    text = " ".join(str(fn.get("description") or "").split())
+    first = text.split(". ")[0].rstrip(".")
+    if len(first) > max_description:
+        first = first[: max_description - 3].rstrip() + "..."
+    return f"- {fn.get('name')}({args})" + (f": {first}." if first else "")
+
+
+def _type(p: Any) -> str:
+    if not isinstance(p, dict):
+        return "any"
+    if "enum" in p:
+        return "|".join(json.dumps(v) for v in p["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in p:
+            return "|".join(dict.fromkeys(_type(q) for q in p[key] if q.get("type") != "null")) or "null"
+    kind = p.get("type", "any")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind if k != "null")
+    if kind == "array":
+        return f"array[{_type(p.get('items'))}]"
+    if kind == "object" and p.get("properties"):
+        required = set(p.get("required") or [])
+        inner = ", ".join(f"{k}{'' if k in required else '?'}: {_type(v)}" for k, v in p["properties"].items())
+        return "{" + inner + "}"
+    return str(kind)
 
 
 def render_tool_responses(texts: Sequence[str]) -> str:

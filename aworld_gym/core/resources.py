@@ -40,14 +40,18 @@ class LocalServer:
         headers: HTTP headers of every request (e.g. the server's bearer token).
         share_session: every env on one event loop shares one MCP session (for servers that tell envs apart by
             the per-call ``_meta``, as ours do).
+        allow_tools: the server's tools that are exposed (glob patterns of their names; ``None``: all).
     """
 
     server: Any
     headers: Mapping[str, str] = field(default_factory=dict)
     share_session: bool = False
+    allow_tools: tuple[str, ...] | None = None
 
     def entry(self, url: str) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "streamable-http", "url": url}
+        if self.allow_tools is not None:
+            out["allow_tools"] = list(self.allow_tools)
         if self.headers:
             out["headers"] = dict(self.headers)
         if self.share_session:

@@ -51,7 +51,10 @@ class Task:
         if not isinstance(files, Sequence) or not all(isinstance(f, str) for f in files):
             raise TaskError(f"task {task_id!r}: 'files' must be a list of paths")
         known = {*_ID_KEYS, *_PROMPT_KEYS, *_ANSWER_KEYS, *_FILES_KEYS, "metadata"}
-        metadata = dict(row.get("metadata") or {})
+        given = row.get("metadata") or {}
+        if not isinstance(given, Mapping):
+            raise TaskError(f"task {task_id!r}: 'metadata' must be a JSON object, got {type(given).__name__}")
+        metadata = dict(given)
         metadata.update({k: v for k, v in row.items() if k not in known})
         return cls(id=task_id, prompt=prompt, answer=_first(row, _ANSWER_KEYS), files=tuple(files), metadata=metadata)
 

@@ -31,7 +31,7 @@ _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", 
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
                "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
-               "tool_prefix"}  # fmt: skip
+               "tool_prefix", "allow_tools"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class ServerSpec:
             (or tell envs apart by the per-call ``_meta``).
         tool_prefix: (ours) every tool of this server is exposed as ``<prefix>__<tool>`` (e.g. a remote gateway's
             tools beside the env's own, which keep their names).
+        allow_tools: (ours) glob patterns of this server's own tool names that are exposed (``None``: all).
     """
 
     name: str
@@ -74,6 +75,7 @@ class ServerSpec:
     pool: int | None = None
     socket: str | None = None
     tool_prefix: str | None = None
+    allow_tools: tuple[str, ...] | None = None
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -165,6 +167,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "share_session": bool(entry.get("share_session", False)),
         "pool": _pool(name, kind, entry),
         "tool_prefix": _prefix(name, entry.get("tool_prefix")),
+        "allow_tools": _patterns(name, entry.get("allow_tools")),
     }
     if kind == "stdio":
         command = entry.get("command")
@@ -237,3 +240,11 @@ def _prefix(name: str, value: Any) -> str | None:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", value):
         raise ConfigError(f"mcpServers[{name!r}]: 'tool_prefix' must be a short name (letters, digits, _ or -)")
     return value
+
+
+def _patterns(name: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"mcpServers[{name!r}]: 'allow_tools' must be a list of tool names or glob patterns")
+    return tuple(value)

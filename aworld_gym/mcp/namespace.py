@@ -69,6 +69,9 @@ def build_tools(
             exposed = qualified if counts[base(conn, tool.name)] > 1 else base(conn, tool.name)
             # a prefixed server's tools are matched by their exposed names only ("read_file" is not "aworld__read_file")
             known = (exposed, qualified) if getattr(conn.spec, "tool_prefix", None) else (tool.name, exposed, qualified)
+            own = getattr(conn.spec, "allow_tools", None)  # the server entry's own filter, by the tool's name
+            if own is not None and not any(fnmatch.fnmatchcase(tool.name, p) for p in own):
+                continue
             if tool.name in hidden or not _allowed(known, allow, deny):
                 continue
             schema = dict(tool.input_schema or {"type": "object", "properties": {}})

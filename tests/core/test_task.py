@@ -53,3 +53,15 @@ def test_unknown_id_lists_some_ids():
     src = load_tasks([{"id": "a", "prompt": "p"}])
     with pytest.raises(TaskError, match="first ids: a"):
         src.get("zz")
+
+
+def test_metadata_that_is_not_an_object_is_a_clear_error():
+    """Found by the fuzz test: ``"metadata": 1`` or ``"0"`` raised a TypeError/ValueError from dict()."""
+    import pytest
+
+    from aworld_gym.core.errors import TaskError
+    from aworld_gym.core.task import load_tasks
+
+    for bad in (1, "0", [1, 2]):
+        with pytest.raises(TaskError, match="'metadata' must be a JSON object"):
+            load_tasks([{"prompt": "p", "metadata": bad}])

@@ -127,6 +127,7 @@ class BrowserEnv(MCPEnv):
             self._failed_init()  # releases the page server taken above
             raise
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+        kwargs.setdefault("tool_format", "compact")  # the Playwright schemas are long; info["tools"] keeps them
         kwargs.setdefault("tool_timeout", 60.0)
         super().__init__(
             mcp_config={"mcpServers": {"browser": entry}},

@@ -62,8 +62,9 @@ def node_path() -> str:
     return found
 
 
-def server_args(origin: str, settle_ms: int, output_dir: str) -> list[str]:
-    """The Playwright MCP flags every mode uses."""
+def server_args(origin: str | None, settle_ms: int, output_dir: str, snapshot_mode: str = "none") -> list[str]:
+    """The Playwright MCP flags every mode uses (``origin``: the only origin the browser may request; ``None``:
+    any, for a browser behind a proxy that decides)."""
     return [
         playwright_mcp_cli(),
         "--headless",
@@ -71,12 +72,11 @@ def server_args(origin: str, settle_ms: int, output_dir: str) -> list[str]:
         "--no-sandbox",  # Chromium's own sandbox needs user namespaces that containers often lack
         "--executable-path",
         chromium_path(),
-        "--allowed-origins",
-        origin,
+        *(["--allowed-origins", origin] if origin else []),
         "--output-dir",
         output_dir,
         "--snapshot-mode",
-        "none",  # actions answer briefly; the env adds the task area's snapshot itself
+        snapshot_mode,  # "none": actions answer briefly; the browser env adds the task area's snapshot itself
         "--codegen",
         "none",
         "--timeout-settle",
@@ -90,7 +90,10 @@ def server_args(origin: str, settle_ms: int, output_dir: str) -> list[str]:
 class PlaywrightServer(SharedServer):
     """One Playwright MCP server (and one Chromium) for every env of this process; a context per session."""
 
-    def __init__(self, origin: str, settle_ms: int) -> None:
+    snapshot_mode = "none"
+    proxy: str | None = None
+
+    def __init__(self, origin: str | None, settle_ms: int) -> None:
         self.origin = origin
         self.settle_ms = settle_ms
         self.output_dir: str | None = None
@@ -102,7 +105,9 @@ class PlaywrightServer(SharedServer):
 
     def command(self, port: int) -> list[str]:
         self.output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
-        args = server_args(self.origin, self.settle_ms, self.output_dir)
+        args = server_args(self.origin, self.settle_ms, self.output_dir, self.snapshot_mode)
+        if self.proxy:  # Playwright also makes Chromium proxy loopback (its forced "<-loopback>" bypass rule)
+            args += ["--proxy-server", self.proxy]
         self.extra_env.update({"AWORLD_GYM_LISTEN_SOCKET": self.socket, "AWORLD_GYM_LISTEN_PORT": str(port)})
         return [node_path(), "--require", str(LISTEN_UNIX), *args, "--host", "127.0.0.1", "--port", str(port),
                 "--allowed-hosts", f"127.0.0.1:{port}"]  # fmt: skip

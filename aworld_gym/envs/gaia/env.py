@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.env import MCPEnv
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.rewards import TaskScore
-from aworld_gym.core.task import Task
+from aworld_gym.core.task import Task, TaskSource
 from aworld_gym.envs.gaia.loader import load_gaia, split_dir
+from aworld_gym.envs.gaia.media import Endpoint
 from aworld_gym.envs.gaia.scorer import question_scorer
 from aworld_gym.mcp.config import parse_mcp_config
 
@@ -51,6 +52,10 @@ class GAIAEnv(MCPEnv):
         vision_model, audio_model: OpenAI-compatible endpoints (``{"base_url", "model", "api_key"?}``) of
             ``describe_image`` and ``transcribe_audio`` (default: ``AWORLD_GYM_VISION_*`` / ``AWORLD_GYM_AUDIO_*``
             from the environment; without one those tools say how to configure it).
+        browser: add the browser tools of ``AWorld/Browser-v0`` (the shared Playwright MCP server, an isolated
+            context per env), opening http(s) sites at public addresses only (:mod:`aworld_gym.envs.gaia.browser`).
+        browser_allow, browser_deny: ``host`` / ``host:port`` glob patterns the browser may also reach (e.g. a
+            site on 127.0.0.1) / may never reach.
         **kwargs: everything :class:`MCPEnv` takes (``allow_tools``, ``reward_hooks``, ``max_turns``, ...).
     """
 
@@ -69,6 +74,9 @@ class GAIAEnv(MCPEnv):
         memory_mb: int = 2048,
         vision_model: Mapping[str, Any] | None = None,
         audio_model: Mapping[str, Any] | None = None,
+        browser: bool = False,
+        browser_allow: Sequence[str] = (),
+        browser_deny: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         for key in ("tasks", "scorer", "servers"):
@@ -84,10 +92,27 @@ class GAIAEnv(MCPEnv):
             search_docs = search_docs or root / "search_docs"
             data_dir = root
         tasks = load_gaia(data_dir, split=split, level=level)
+        if self.sample:  # sample tasks that need a tool this env was not asked for (the browser) are left out
+            offered = {"browser"} if browser else set()
+            media = {
+                kind: Endpoint.of(kind, given) for kind, given in (("vision", vision_model), ("audio", audio_model))
+            }
+            offered |= {kind for kind, endpoint in media.items() if endpoint is not None}
+            tasks = TaskSource(t for t in tasks if t.metadata.get("needs") in (None, *offered))
         self.split = split
         self.data_folder = split_dir(data_dir, split)
         self.media = {"vision_model": vision_model, "audio_model": audio_model}
         servers = self._servers(search, search_docs, python_server, isolation, exec_timeout_s, memory_mb)
+        if browser:
+            from aworld_gym.envs.browser.env import HIDDEN_ARGUMENTS
+            from aworld_gym.envs.gaia.browser import browser_entry, check_navigation, sample_site
+
+            hosts = sample_site(root / "site") if self.sample else None  # http://archive.sample.test/
+            servers["browser"] = browser_entry(browser_allow, browser_deny, hosts)
+            kwargs.setdefault("guard", check_navigation)
+            kwargs.setdefault("hidden_arguments", HIDDEN_ARGUMENTS)
+            kwargs.setdefault("sequential_calls", True)  # one page: a turn's clicks and typing run in order
+            kwargs.setdefault("tool_format", "compact")  # the Playwright schemas are long (info["tools"] has them)
         extra = parse_mcp_config(mcp_config) if mcp_config is not None else []
         clash = {s.name for s in extra} & set(servers)
         if clash:
@@ -160,6 +185,8 @@ def _entry(spec: Any) -> dict[str, Any]:
             out[key] = value
     if spec.share_session:
         out["share_session"] = True
+    if spec.allow_tools is not None:
+        out["allow_tools"] = list(spec.allow_tools)
     if spec.args:
         out["args"] = list(spec.args)
     if spec.env:

@@ -1,4 +1,4 @@
-"""The bundled GAIA-format sample set: 32 tasks we wrote, attachments generated here, a local search corpus.
+"""The bundled GAIA-format sample set: 35 tasks we wrote, attachments generated here, a local search corpus.
 
 The real GAIA data is gated and cannot ship. These tasks follow its format and its levels' styles: single
 look-ups, multi-step computations, list answers, numbers with units, and questions that need search plus a
@@ -32,10 +32,12 @@ from aworld_gym.envs.gaia.sample_files import (
     pdf_file,
     png_file,
     pptx_file,
+    site_folder,
+    voicemail_wav,
     xlsx_file,
 )
 
-VERSION = "2"
+VERSION = "4"
 SPLIT = "validation"
 
 
@@ -45,6 +47,10 @@ def _rp(code: str) -> dict[str, Any]:
 
 def _sh(command: str) -> dict[str, Any]:
     return {"name": "run_shell", "arguments": {"command": command}}
+
+
+def _nav(url: str) -> dict[str, Any]:
+    return {"name": "browser_navigate", "arguments": {"url": url}}
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -176,6 +182,25 @@ TASKS: list[dict[str, Any]] = [
      "ref": {"turns": [[_sh("sqlite3 /sandbox/files/orders.db \"select sum(total) from orders where "
                             "country = 'Norway' and status = 'shipped'\"")]],
              "pattern": r"--- stdout ---\s+([\d.]+)"}},
+    # ----- a web site, through the browser (browser=True) ---------------------------------------------------
+    {"id": "b01", "level": 2, "file": "", "answer": "23", "needs": "browser",
+     "q": "The city archive at http://archive.sample.test/ links to the 2023 election results. How many seats did "
+          "the Blue party win?",
+     "ref": {"turns": [[_nav("http://archive.sample.test/")],
+                       [{"name": "browser_click", "arguments": {"element": "Election results 2023 link",
+                                                                "target": "text=Election results 2023"}}],
+                       [{"name": "browser_snapshot", "arguments": {}}]],
+             "pattern": r'cell "Blue"[^\n]*\n\s*- cell "(\d+)"'}},
+    # ----- an image and an audio file, through model endpoints (vision_model= / audio_model=) ----------------
+    {"id": "m01", "level": 1, "file": "gate_sign.png", "answer": "17B", "needs": "vision",
+     "q": "Which gate does the attached departure sign show? Answer with the gate's code.",
+     "ref": {"turns": [[{"name": "describe_image", "arguments": {"path": "gate_sign.png",
+                                                                 "question": "What text is on the sign?"}}]],
+             "pattern": r"GATE\s+(\w+)"}},
+    {"id": "m02", "level": 2, "file": "voicemail.wav", "answer": "4719", "needs": "audio",
+     "q": "The attached voicemail reads out a PIN. What is the PIN? Answer with its digits only.",
+     "ref": {"turns": [[{"name": "transcribe_audio", "arguments": {"path": "voicemail.wav"}}]],
+             "pattern": r"(\d(?:[\s,-]*\d)+)", "compute": "''.join(c for c in g[0] if c.isdigit())"}},
     # ----- search -------------------------------------------------------------------------------------------
     {"id": "w01", "level": 1, "file": "", "answer": "1887",
      "q": "In what year was the Varnholm Lighthouse completed?",
@@ -300,6 +325,8 @@ def generate(out: Path) -> None:
     png_file(split / "gate_sign.png")
     logs_zip(split / "server_logs.zip")
     orders_db(split / "orders.db")
+    site_folder(out / "site")
+    voicemail_wav(split / "voicemail.wav")
     with open(split / "metadata.jsonl", "w", encoding="utf-8") as f:
         for t in TASKS:
             row = {
@@ -311,6 +338,8 @@ def generate(out: Path) -> None:
                 "Annotator Metadata": {"Steps": "written for aworld-gym's bundled sample set"},
                 "reference": t["ref"],
             }
+            if t.get("needs"):
+                row["needs"] = t["needs"]  # a tool the env offers only when asked (GAIA-v0 leaves the task out)
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     docs = out / "search_docs"
     docs.mkdir(exist_ok=True)

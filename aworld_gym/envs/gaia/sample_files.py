@@ -134,3 +134,48 @@ def orders_db(path: Path) -> None:
     db.executemany("insert into orders values (?, ?, ?, ?)", ORDERS)
     db.commit()
     db.close()
+
+
+SITE = {  # the bundled web site (served as http://archive.sample.test/ to GAIA's browser)
+    "index.html": "<!doctype html><html><head><title>City archive</title></head><body><h1>City archive</h1>"
+    "<p>Public records of the city of Norhaven.</p><ul><li><a href='budget.html'>Budget 2023</a></li>"
+    "<li><a href='results.html'>Election results 2023</a></li></ul></body></html>",
+    "results.html": "<!doctype html><html><head><title>Election results 2023</title></head><body>"
+    "<h1>Election results 2023</h1><table><tr><th>Party</th><th>Seats</th></tr><tr><td>Green</td><td>17</td></tr>"
+    "<tr><td>Blue</td><td>23</td></tr><tr><td>Red</td><td>11</td></tr></table></body></html>",
+    "budget.html": "<!doctype html><html><head><title>Budget 2023</title></head><body><h1>Budget 2023</h1>"
+    "<p>The city spent 41 million on schools.</p></body></html>",
+}
+
+
+def site_folder(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, html in SITE.items():
+        (path / name).write_text(html, encoding="utf-8")
+
+
+DTMF = {"1": (697, 1209), "2": (697, 1336), "3": (697, 1477), "4": (770, 1209), "5": (770, 1336),
+        "6": (770, 1477), "7": (852, 1209), "8": (852, 1336), "9": (852, 1477), "0": (941, 1336)}  # fmt: skip
+VOICEMAIL_PIN = "4719"
+
+
+def voicemail_wav(path: Path, digits: str = VOICEMAIL_PIN, rate: int = 8000) -> None:
+    """A voicemail of touch-tones (DTMF, 0.2 s per digit, 0.1 s apart): an audio question for transcribe_audio."""
+    import math
+    import struct
+    import wave
+
+    frames = bytearray()
+    for d in digits:
+        low, high = DTMF[d]
+        for i in range(int(0.2 * rate)):
+            t = i / rate
+            frames += struct.pack(
+                "<h", int(12000 * (math.sin(2 * math.pi * low * t) + math.sin(2 * math.pi * high * t)))
+            )
+        frames += b"\x00\x00" * int(0.1 * rate)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(bytes(frames))

@@ -75,10 +75,11 @@ def test_loader_errors_say_what_is_expected(tmp_path):
 def test_sample_set_covers_the_styles():
     root = ensure_sample()
     src = load_gaia(root)
-    assert len(src) == len(TASKS) == 32
+    assert len(src) == len(TASKS) == 35  # 3 of them need a tool the env offers only when asked (needs)
+    assert sum(t.metadata.get("needs") is not None for t in src) == 3
     assert {t.metadata["level"] for t in src} == {1, 2, 3}
     kinds = {t.metadata["file_name"].rsplit(".", 1)[-1] for t in src if t.metadata["file_name"]}
-    assert kinds == {"xlsx", "csv", "pdf", "docx", "pptx", "json", "py", "png", "txt", "zip", "db"}
+    assert kinds == {"xlsx", "csv", "pdf", "docx", "pptx", "json", "py", "png", "txt", "zip", "db", "wav"}
     assert any("," in t.answer for t in src) and any(t.answer.endswith(" kg") for t in src)
     assert sum(not t.files for t in src) >= 7  # search-only questions
 

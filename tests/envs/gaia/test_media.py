@@ -7,14 +7,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.envs.gaia.files_server import build_server
 from aworld_gym.mcp.hub import ToolHub
+from tests.media_standins import send_json, serve_v1
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -54,16 +54,9 @@ class StandIn:
                 self._send(404, {})
 
             def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.server, self.url = serve_v1(Handler)
 
     def close(self):
         self.server.shutdown()
