@@ -83,6 +83,7 @@ class RunStats:
         self.name, self.by = name, by
         self.episodes = 0
         self.successes = 0
+        self.positive = 0  # score > 0: BrowserGym's success (MiniWoB partial credit counts), beside ours (score 1)
         self.rewards: list[float] = []
         self.scores: list[float] = []
         self.turns: list[float] = []
@@ -103,6 +104,7 @@ class RunStats:
         self.rewards.append(float(record.get("reward") or 0.0))
         if record.get("score") is not None:
             self.scores.append(float(record["score"]))
+            self.positive += float(record["score"]) > 0
         self.turns.append(float(record.get("num_turns") or len(record.get("turns") or [])))
         for name, value in (record.get("reward_components") or {}).items():
             self.components[name].append(float(value))
@@ -154,6 +156,7 @@ class RunStats:
             },
             "successes": self.successes,
             "success_rate": self.successes / n if n else None,
+            "positive_score_rate": self.positive / n if n else None,
             "pass_at_k": pass_table({t: (v[0], v[1]) for t, v in self.tasks.items()}),
             "reward_mean": _mean(self.rewards),
             "score_mean": _mean(self.scores),

@@ -47,7 +47,9 @@ def render(summary: dict[str, Any]) -> str:
         f"  env {', '.join(s['env_ids'])}; policy {', '.join(s['policies'])}; {s['episodes']} episodes over "
         f"{s['tasks']} tasks ({_samples(s)} per task)",
     ]
-    head = [("success rate", _pct(s["success_rate"]), f"{s['successes']}/{s['episodes']}")]
+    head = [("success rate", _pct(s["success_rate"]), f"{s['successes']}/{s['episodes']} (score 1)")]
+    if s.get("positive_score_rate") is not None and s["positive_score_rate"] != s["success_rate"]:
+        head.append(("score > 0", _pct(s["positive_score_rate"]), "BrowserGym's success (partial credit counts)"))
     for k, v in s["pass_at_k"].items():
         head.append((k, _pct(v["value"]), f"over {v['tasks']} tasks"))
     head += [("mean reward", _cell(s["reward_mean"]), ""), ("mean score", _cell(s["score_mean"]), "")]

@@ -32,6 +32,7 @@
     var dl = h("dl");
     function row(k, v) { dl.appendChild(h("dt", {text: k})); dl.appendChild(h("dd", {text: v})); }
     row("episodes", String(r.episodes));
+    if (r.positive_score_rate != null && r.positive_score_rate !== r.success_rate) row("score > 0 (BrowserGym's success)", pct(r.positive_score_rate));
     row("tasks", r.tasks + " (" + r.samples_per_task.min + (r.samples_per_task.max !== r.samples_per_task.min ? "-" + r.samples_per_task.max : "") + " samples each)");
     Object.keys(r.pass_at_k).forEach(function (k) { row(k, pct(r.pass_at_k[k].value) + " (" + r.pass_at_k[k].tasks + " tasks)"); });
     row("mean reward", num(r.reward_mean));

@@ -60,6 +60,9 @@ def test_summary_numbers_are_the_hand_computed_ones():
     s = summarize_records(RUN, by="level", name="run")
     assert s["episodes"] == 12 and s["tasks"] == 3 and s["successes"] == 4
     assert s["success_rate"] == pytest.approx(4 / 12)
+    assert s["positive_score_rate"] == pytest.approx(4 / 12)  # scores are 1/0 here
+    partial = summarize_records([dict(RUN[0], score=0.5), dict(RUN[1], score=-1.0), RUN[2]], name="miniwob")
+    assert (partial["success_rate"], partial["positive_score_rate"]) == (0.0, pytest.approx(1 / 3))
     # pass@1 = mean of c/n = (1/4 + 3/4 + 0) / 3; pass@2 = (0.5 + 1 + 0) / 3; pass@4 = (1 + 1 + 0) / 3
     assert s["pass_at_k"]["pass@1"]["value"] == pytest.approx((0.25 + 0.75 + 0) / 3)
     assert s["pass_at_k"]["pass@2"]["value"] == pytest.approx((0.5 + 1.0 + 0) / 3)

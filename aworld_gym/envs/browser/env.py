@@ -28,9 +28,12 @@ from aworld_gym.mcp.hub import ToolResult
 
 # What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
 # browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and
-# console logs, browser_close / browser_resize.
+# console logs, storage and cookies, browser_close / browser_resize, and the coordinate tools of the "vision"
+# capability (mouse_click_xy, ...) except the wheel: scrolling by an amount.
 AGENT_TOOLS = (
     "browser_navigate",
+    "browser_navigate_back",
+    "browser_mouse_wheel",
     "browser_snapshot",
     "browser_click",
     "browser_type",
@@ -151,15 +154,19 @@ class BrowserEnv(MCPEnv):
             await self._open(task)  # the first call after a browser crash may fail while Playwright relaunches it
 
     def render_prompt(self, task: Task) -> str:
-        return f"Task: {self.utterance}\n\nThe page {self.page_url} shows:\n{self._intro}"
+        # The instruction once (the page shows it at its top); the page by its path, not its run-dependent URL.
+        return f"Your task is at the top of the page {task.metadata['page']}, which shows:\n{self._intro}"
 
     async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
+        for result in results:  # what the agent sees is the same for the same seed and actions, run after run
+            result.text = steady(result.text, self.pages)
         try:
             state = await self._read_state()
         except ServerError as exc:
             return TaskState(crash=f"the browser failed: {exc}")
         if state.get("episode") != self._episode_key:
-            if str(state.get("url", "")).startswith(self.origin + "/"):  # a navigation, a reload, a form submit
+            went_back = any(r.call.name == "browser_navigate_back" and not r.is_error for r in results)
+            if went_back or str(state.get("url", "")).startswith(self.origin + "/"):  # navigation, reload, submit
                 note = "You left the task's page (or reloaded it): the task is over."
                 return TaskState(done=True, score=0.0, note=note, info=state)
             return TaskState(crash="the task's page was lost (the browser was restarted)", info=state)
@@ -239,8 +246,20 @@ class BrowserEnv(MCPEnv):
         result = await self.hub.acall_internal("browser_snapshot", {})
         if result.is_error:
             raise ServerError(f"no snapshot: {_text(result)[:300]}")
-        body = _sections(_text(result)).get("Snapshot", "").strip()
+        body = steady(_sections(_text(result)).get("Snapshot", "").strip(), self.pages)
         return body or "(empty page)"
+
+
+_RUN_FILES = re.compile(r"^.*\b(?:console|page)-\d{4}-\d\d-\d\dT[\w.-]+\.(?:log|yml)\b.*\n?", re.M)
+_EMPTY_SECTION = re.compile(r"^### \w[\w ]*\n(?=### |\Z)", re.M)
+
+
+def steady(text: str, pages: str) -> str:
+    """Playwright MCP's answer without run-dependent text: lines naming its timestamped log and snapshot files
+    (``New console entries: console-2026-...log``), sections left empty by that, and the page server's
+    per-run origin and token (URLs become paths)."""
+    text = _RUN_FILES.sub("", text.replace(pages, ""))
+    return _EMPTY_SECTION.sub("", text).rstrip("\n")
 
 
 def _text(result: Any) -> str:

@@ -9,6 +9,7 @@ keeps its profile in memory (``--isolated``) and writes its output files to a pr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -62,11 +63,34 @@ def node_path() -> str:
     return found
 
 
+# Chromium features a headless task page does not need. The WebUI omnibox popups: Chromium starts one
+# chrome://omnibox-popup.top-chrome renderer per browser context (about 44 MB each) for an address bar nobody
+# sees. Chromium keeps only the last --disable-features switch, and ours comes after Playwright's, so it
+# repeats the features Playwright disables (playwright-core's chromiumSwitches.ts) before adding ours.
+PLAYWRIGHT_DISABLED = ("AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "DialMediaRouteProvider",
+                       "GlobalMediaControls", "HttpsUpgrades", "LensOverlay", "MediaRouter", "PaintHolding",
+                       "ThirdPartyStoragePartitioning", "BlockOriginHeaderModificationOnRedirect", "Translate",
+                       "AutoDeElevate", "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled")  # fmt: skip
+OURS_DISABLED = ("WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup")
+CHROMIUM_ARGS = ("--disable-features=" + ",".join((*PLAYWRIGHT_DISABLED, *OURS_DISABLED)),)
+
+
+def launch_config(output_dir: str) -> str:
+    """A Playwright MCP config file (in ``output_dir``) that adds :data:`CHROMIUM_ARGS` (and the switches in
+    ``$AWORLD_GYM_CHROMIUM_ARGS``, space-separated) to Chromium's launch."""
+    args = [*CHROMIUM_ARGS, *os.environ.get("AWORLD_GYM_CHROMIUM_ARGS", "").split()]
+    path = Path(output_dir) / "aworld-playwright-config.json"
+    path.write_text(json.dumps({"browser": {"launchOptions": {"args": args}}}))
+    return str(path)
+
+
 def server_args(origin: str | None, settle_ms: int, output_dir: str, snapshot_mode: str = "none") -> list[str]:
     """The Playwright MCP flags every mode uses (``origin``: the only origin the browser may request; ``None``:
     any, for a browser behind a proxy that decides)."""
     return [
         playwright_mcp_cli(),
+        "--config",
+        launch_config(output_dir),
         "--headless",
         "--isolated",
         "--no-sandbox",  # Chromium's own sandbox needs user namespaces that containers often lack
@@ -79,6 +103,8 @@ def server_args(origin: str | None, settle_ms: int, output_dir: str, snapshot_mo
         snapshot_mode,  # "none": actions answer briefly; the browser env adds the task area's snapshot itself
         "--codegen",
         "none",
+        "--caps",
+        "vision",  # browser_mouse_wheel (scrolling by an amount); the env exposes no coordinate click
         "--timeout-settle",
         str(settle_ms),
         "--viewport-size",

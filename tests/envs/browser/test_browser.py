@@ -83,7 +83,8 @@ def test_first_observation_has_the_instruction_and_a_snapshot_and_reset_is_seede
     with browser_env(task="enter-text") as env:
         obs, info = env.reset(seed=7)
         utterance = env.unwrapped.utterance
-        assert obs.startswith(f"Task: {utterance}") and "Enter" in utterance
+        assert "Enter" in utterance and "Task:" not in obs  # the instruction once: the page's own, in its snapshot
+        assert utterance.split('"')[0].strip() in obs and "127.0.0.1" not in obs
         assert "textbox [ref=e" in obs and 'button "Submit"' in obs
         assert sorted(t["function"]["name"] for t in info["tools"]) == sorted(AGENT_TOOLS)
         assert env.reset(seed=7)[0] == obs  # same seed, same problem, same refs (fresh context per episode)
@@ -276,3 +277,16 @@ def test_cli_rollout_with_the_reference_policy(tmp_path):
     assert main(argv) == 0
     data = json.loads(summary.read_text())
     assert data["recorded"] == 8 and data["success_rate"] == 1.0 and data["episodes_per_s"] > 0
+
+
+def test_scrolling_by_an_amount_and_going_back():
+    """browser_mouse_wheel scrolls (the task goes on); browser_navigate_back leaves the task page, which ends the
+    task with score 0 (not an env crash); no coordinate click is exposed."""
+    with browser_env(task="click-button") as env:
+        _, info = env.reset(seed=0)
+        names = {t["function"]["name"] for t in info["tools"]}
+        assert {"browser_mouse_wheel", "browser_navigate_back"} <= names and "browser_mouse_click_xy" not in names
+        _, _, terminated, truncated, info = env.step(call("browser_mouse_wheel", deltaX=0, deltaY=300))
+        assert info["tool_results"][0]["error"] is None and not (terminated or truncated)
+        _, _, terminated, truncated, info = env.step(call("browser_navigate_back"))
+        assert terminated and not truncated and info["score"] == 0.0, info.get("truncation_reason")
