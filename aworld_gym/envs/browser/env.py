@@ -22,6 +22,7 @@ from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.core.resources import LocalServer
 from aworld_gym.core.task import Task
+from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
 from aworld_gym.envs.browser.playwright import own_browser_entry, shared_browser
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
 from aworld_gym.mcp.hub import ToolResult
@@ -243,6 +244,9 @@ class BrowserEnv(MCPEnv):
         return _result_json(await self.hub.acall_internal("browser_evaluate", {"function": _STATE_JS}))
 
     async def _snapshot(self) -> str:
+        # every element the page made clickable gets a role, and so a ref in the snapshot
+        with contextlib.suppress(ServerError):
+            await self.hub.acall_internal("browser_evaluate", {"function": NAME_CLICKABLE_JS})
         result = await self.hub.acall_internal("browser_snapshot", {})
         if result.is_error:
             raise ServerError(f"no snapshot: {_text(result)[:300]}")
