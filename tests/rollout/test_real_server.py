@@ -60,11 +60,12 @@ except FileNotFoundError as exc:  # pragma: no cover - transformers without its 
 # Training the model (in the first test's setup) takes ~25 s on 2 idle cores, much longer on a busy machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-# 150 SFT steps on demonstrations that always call the right tool, in both prompt formats: measured 96/96
-# successes in text mode and 96/96 in native mode at temperature 1.0 (and no malformed call: no retries). At 60-100
-# steps every call is well-formed but some wordings of "add" get "multiply" (success 0.5-0.67): the threshold
-# below catches a model that did not learn the tool choice.
-STEPS = 150
+# SFT steps on demonstrations that always call the right tool, in both prompt formats. 150 steps once gave 96/96
+# successes in each mode at temperature 1.0; but the tiny tokenizer is trained on this package's sources and the
+# README, so its vocabulary moves with every edit, and after the README edits of issue 19 150 steps gave 0.5
+# (some wordings of "add" get "multiply"). 300 steps: 8/8 tests pass again. The threshold below catches a model
+# that did not learn the tool choice. (A fixed tokenizer corpus is the real fix; see issue 19's note.)
+STEPS = 300
 MIN_SUCCESS = 0.8  # 6 tasks: one wording of the 6 that flips costs 1/6
 EPISODES = 24
 
