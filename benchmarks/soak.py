@@ -56,7 +56,7 @@ def main() -> None:
     r["growth"] = grew
     if args.code_episodes:
         c = chaos.run_code(args.code_episodes, 16)
-        cg = {k: c["samples"]["two thirds"][k] - c["samples"]["one third"][k] for k in c["samples"]["one third"]}
+        cg = chaos.growth(c)
         print(f"\nCode-v0 with hostile programs: {c['records']} of {c['episodes']} episodes at concurrency 16 in "
               f"{c['wall_s']:.0f} s; programs {c['injected']}; results not as expected {len(c['mismatches'])}; "
               f"doubled {len(c['doubled'])}; scores {c['scores']}")  # fmt: skip
@@ -64,7 +64,7 @@ def main() -> None:
         r["code"] = {**c, "growth": cg}
     if args.gaia_episodes:
         g = run_gaia(args.gaia_episodes, 8)
-        gg = {k: g["samples"]["two thirds"][k] - g["samples"]["one third"][k] for k in g["samples"]["one third"]}
+        gg = chaos.growth(g)
         print(f"\nGAIA-v0 after a hostile call: {g['records']} of {g['episodes']} episodes at concurrency 8 in "
               f"{g['wall_s']:.0f} s; hostile calls {g['injected']}; results not as expected {len(g['mismatches'])}; "
               f"tasks left unsolved {len(g['unsolved'])}; doubled {len(g['doubled'])}")  # fmt: skip

@@ -89,6 +89,14 @@ def sample() -> dict[str, float]:
             "children": len(me.children(recursive=True))}  # fmt: skip
 
 
+def sample_at(samples: dict[str, dict[str, float]], n: int, episodes: int) -> None:
+    """Take the steady-state samples: after a third of the episodes and after two thirds."""
+    if n == episodes // 3:
+        samples["one third"] = sample()
+    if n == 2 * episodes // 3:
+        samples["two thirds"] = sample()
+
+
 def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) -> dict[str, Any]:
     """Run the soak; returns the records' facts, the faults injected and the resource samples."""
     tasks = plan(episodes, seed)
@@ -117,10 +125,7 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
             slow[fault] += 1
         elif problem:
             mismatches.append(problem)
-        if n == episodes // 3:
-            samples["one third"] = sample()
-        if n == 2 * episodes // 3:
-            samples["two thirds"] = sample()
+        sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
     time.sleep(0.5)  # closing envs stop their servers
     samples["end"] = sample()
@@ -214,10 +219,7 @@ def run_code(episodes: int, concurrency: int, exec_timeout_s: float = 2.0) -> di
             mismatches.append(f"{record['task_id']} ({fault}): {results[0]['text'][:160] if results else 'no result'}")
         right = bool(calls) and "def broken(" not in calls[-1]
         scores[f"{'right' if right else 'broken'} -> {record.get('score')}"] += 1
-        if n == episodes // 3:
-            samples["one third"] = sample()
-        if n == 2 * episodes // 3:
-            samples["two thirds"] = sample()
+        sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
     time.sleep(0.5)
     samples["end"] = sample()

@@ -17,7 +17,7 @@ from typing import Any
 from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.rollout.engines import AsyncEngine
 from aworld_gym.rollout.stream import stream
-from tests.chaos import sample
+from tests.chaos import sample, sample_at
 
 # fault -> (tool, arguments, a phrase its result must show (lower case), the error kind it must carry)
 GAIA_FAULTS: dict[str, tuple[str, dict[str, Any], str, str | None]] = {
@@ -91,10 +91,7 @@ def run_gaia(episodes: int, concurrency: int, exec_timeout_s: float = 3.0) -> di
             mismatches.append(f"{record['task_id']} ({fault}): expected {kind}/{phrase!r}, got {got}: {text[:160]}")
         if record.get("score") != 1.0:
             unsolved.append(f"{record['task_id']} ({fault}): {record.get('termination')} {record.get('error', '')}")
-        if n == episodes // 3:
-            samples["one third"] = sample()
-        if n == 2 * episodes // 3:
-            samples["two thirds"] = sample()
+        sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
     time.sleep(0.5)
     samples["end"] = sample()
