@@ -31,8 +31,9 @@ def _rollout(args: argparse.Namespace) -> int:
     )
     # fail fast on a bad policy configuration; a scripted policy may name the tasks it knows (env_defaults)
     env_kwargs = {**getattr(factory(), "env_defaults", {}), **env_kwargs}
-    screenshots = Path(out).with_suffix(".screenshots") if args.screenshots else None
-    if screenshots is not None:
+    images = str(env_kwargs.get("obs_mode", "text")).startswith("screenshot")  # the model's images kept as files
+    screenshots = Path(out).with_suffix(".screenshots") if args.screenshots or images else None
+    if args.screenshots and not images:
         env_kwargs.setdefault("render_mode", "rgb_array")
     engine = "ray" if (args.ray or args.ray_address) else "async"
     print(
@@ -125,7 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ray", action="store_true", help="run episodes on a pool of Ray actors")
     r.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto': the running one)")
     r.add_argument("--summary-json", default=None, help="also write the summary as JSON here")
-    r.add_argument("--screenshots", action="store_true", help="save a PNG per step (envs that render rgb_array)")
+    r.add_argument(
+        "--screenshots",
+        action="store_true",
+        help="save a PNG per step (envs that render rgb_array; on by default for screenshot obs modes)",
+    )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_rollout)
     p = sub.add_parser("report", help="tables of one or more runs (JSONL or Parquet); --html: a trajectory viewer")

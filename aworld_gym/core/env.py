@@ -21,7 +21,7 @@ import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from aworld_gym.core.actions import ActionParser, ParsedAction, action_text, get_parser, parse_action
-from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
+from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState, image_content
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.prompts import TOOL_FORMATS, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
@@ -160,6 +160,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self._tools: list[dict[str, Any]] | None = None
         self._system: str | None = None
         self.last_context: StepContext | None = None
+        self.observation_images: list[bytes] = []  # PNGs of the latest observation (screenshot modes)
 
     # ----- Gymnasium API ---------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -276,6 +277,10 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         """The first observation: the task prompt (concrete envs add attachments, instructions...)."""
         return task.prompt
 
+    def prompt_images(self, task: Task) -> list[bytes]:
+        """PNG images shown with the first observation (a screenshot of the task page); none by default."""
+        return []
+
     def reset_info(self, task: Task) -> dict[str, Any]:
         """Extra ``info`` of :meth:`reset` (e.g. the task's level, the data set it comes from)."""
         return {}
@@ -347,9 +352,13 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         obs = self._bound(self.render_prompt(task))
         self._chars = len(obs)
         system = self.system_prompt
-        self._head = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+        self.observation_images = list(self.prompt_images(task))
+        self._head = [{"role": "system", "content": system},
+                      {"role": "user", "content": image_content(obs, self.observation_images)}]  # fmt: skip
         info = {"task_id": task.id, "tools": self.tools, "system_prompt": system,
                 "files": list(self.task_files(task)), "turn": 0}  # fmt: skip
+        if self.observation_images:
+            info["images"] = self.observation_images
         info.update(self.reset_info(task))
         info["task_meta"] = task_meta(task.metadata, info)
         return obs, info

@@ -20,6 +20,7 @@ message history) is derived from it; recorders and trainer adapters read it inst
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,9 @@ class TaskState:
         note: text shown after the last tool response (e.g. the page as it is now); the tool result itself is
             not changed.
         info: reported as ``info["task_state"]``.
+        images: PNG images of the observation (a screenshot of the page): the step's messages get them as image
+            parts of a user message after the tool results, ``info["images"]`` holds the bytes.
+        step_info: keys added to the step's ``info`` (e.g. the page's element boxes).
     """
 
     done: bool = False
@@ -49,6 +53,33 @@ class TaskState:
     crash: str | None = None
     note: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    images: list[bytes] = field(default_factory=list)
+    step_info: dict[str, Any] = field(default_factory=dict)
+
+
+IMAGE_CAPTION = "The page as it looks now:"
+
+
+def image_content(text: str, images: list[bytes]) -> str | list[dict[str, Any]]:
+    """A message's ``content``: the text alone, or OpenAI content parts (the text, then each PNG as a data URI)."""
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for png in images:
+        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def require_text(messages: list[dict[str, Any]], who: str) -> None:
+    """Raise a clear error when a message holds image parts that a text-only consumer (``who``) would drop."""
+    for m in messages:
+        if not isinstance(m.get("content"), str | None):
+            raise ValueError(
+                f"{who} takes text messages, and this history holds image parts (an env in a screenshot "
+                "observation mode, e.g. Browser-v0's obs_mode='screenshot'): use obs_mode='text', or a policy "
+                "that sends images (OpenAIPolicy to a vision model)"
+            )
 
 
 @dataclass(slots=True)
@@ -109,11 +140,13 @@ def decide_ending(facts: StepFacts) -> Ending:
 
 
 def turn_messages(
-    parsed: ParsedAction, results: list[ToolResult], tool_texts: list[str], feedback: str | None
-) -> list[dict[str, Any]]:
+    parsed: ParsedAction, results: list[ToolResult], tool_texts: list[str], feedback: str | None,
+    images: list[bytes] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """The chat messages one turn adds: the assistant's message (with its tool calls), one tool message per result
-    (``tool_texts``: what the model is shown of each), and the env's feedback as a user message (format errors,
-    a missing tool call), if any."""
+    (``tool_texts``: what the model is shown of each), the observation's images as a user message (a tool message
+    holds text only in the OpenAI format), and the env's feedback as a user message (format errors, a missing
+    tool call), if any."""
     msg: dict[str, Any] = {"role": "assistant", "content": parsed.content if results else parsed.text}
     if results:
         msg["tool_calls"] = [
@@ -129,6 +162,8 @@ def turn_messages(
         {"role": "tool", "tool_call_id": r.call.id, "name": r.call.name, "content": text}
         for r, text in zip(results, tool_texts, strict=True)
     ]
+    if images:
+        out.append({"role": "user", "content": image_content(IMAGE_CAPTION, images)})
     if feedback:
         out.append({"role": "user", "content": feedback})
     return out

@@ -30,6 +30,7 @@ def conclude_step(
     errors = list(parsed.errors)
     infra = [r.error for r in results if r.error in (TIMEOUT, SERVER_DIED)]
     task_done = bool(state is not None and state.done and results)
+    images = list(state.images) if state is not None and crash is None and results else []
     texts = [r.text for r in results]
     if state is not None and state.note and texts:
         texts[-1] += "\n" + state.note
@@ -80,12 +81,16 @@ def conclude_step(
         "action_error": action_error,
         "answer": parsed.answer,
         "score": score,
-        "_messages": turn_messages(parsed, results, texts, feedback),
+        "_messages": turn_messages(parsed, results, texts, feedback, images),
     }
+    self.observation_images = images
+    if images:
+        info["images"] = images
     if ending.truncated:
         info["truncation_reason"] = ending.reason
     if state is not None:
         info["task_state"] = state.info
+        info.update(state.step_info)
     return ctx, obs, info
 
 

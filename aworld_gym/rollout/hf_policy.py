@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from aworld_gym.core.actions import Action, Sample
+from aworld_gym.core.episode import require_text
 from aworld_gym.core.errors import ConfigError
 
 
@@ -66,6 +67,7 @@ class HFPolicy:
     def act(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
         import torch
 
+        require_text(env.messages, "HFPolicy (a text chat template)")
         with self._lock:  # one generate at a time per model
             model = self._load()
             tok = self.tokenizer

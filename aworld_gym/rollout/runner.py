@@ -146,7 +146,8 @@ def run_episode(
     and its components, timings), the totals, and how the episode ended (``termination``: ``answer`` or the
     truncation reason, or ``policy_error`` / ``env_error`` with the traceback in ``error``).
 
-    ``screenshots``: a folder; an env with ``render_mode="rgb_array"`` then gets a PNG per step there
+    ``screenshots``: a folder; an env with ``render_mode="rgb_array"`` or image observations (Browser-v0's
+    screenshot modes: the image the model saw is the one kept) then gets a PNG per step there
     (``<episode_id>/<turn>.png``, turn 0 after reset), named in each turn's ``screenshot``.
     """
     rec = EpisodeRecorder(env_id, policy, seed, sample)
@@ -227,19 +228,25 @@ class Screenshots:
 
     @classmethod
     def open(cls, folder: str | Path | None, rec: EpisodeRecorder, env: Any) -> Screenshots | None:
-        if folder is None or getattr(env, "render_mode", None) != "rgb_array":
+        if folder is None or not (getattr(env, "render_mode", None) == "rgb_array" or image_observations(env)):
             return None
         return cls(Path(folder), rec)
 
     def save(self, turn: int, frame: Any) -> None:
+        """Write ``frame`` (an RGB array, or PNG bytes: an observation image as the model saw it)."""
         from PIL import Image
 
+        if frame is None:
+            return
         where = self.rec.turns[-1] if turn else self.rec.record
         path = self.folder / f"{turn:03d}.png"
         if not isinstance(frame, BaseException):
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(frame).save(path)
+                if isinstance(frame, bytes):
+                    path.write_bytes(frame)
+                else:
+                    Image.fromarray(frame).save(path)
                 where["screenshot"] = str(path)
                 return
             except Exception as exc:  # noqa: BLE001 - a missing frame is noted; the episode goes on
@@ -247,7 +254,14 @@ class Screenshots:
         where["screenshot_error"] = f"{type(frame).__name__}: {frame}"
 
 
+def image_observations(env: Any) -> bool:
+    """Whether the env shows the model images (its observation then has PNGs in ``observation_images``)."""
+    return bool(getattr(env, "image_observations", False))
+
+
 def _render_sync(env: Any) -> Any:
+    if image_observations(env):
+        return next(iter(getattr(env, "observation_images", None) or []), None)  # none: the step ended the task
     try:
         return env.render()
     except Exception as exc:  # noqa: BLE001 - a missing frame must not end the episode
@@ -255,6 +269,8 @@ def _render_sync(env: Any) -> Any:
 
 
 async def _render_async(env: Any) -> Any:
+    if image_observations(env):
+        return _render_sync(env)
     try:
         shot = getattr(env, "ascreenshot", None)
         return await shot() if shot is not None else await asyncio.to_thread(env.render)

@@ -20,6 +20,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.core.episode import require_text
+
 logger = logging.getLogger(__name__)
 
 # (inputs: token id lists, max_new_tokens) -> one (sampled ids, their logprobs or None) per input
@@ -75,10 +77,12 @@ class ChatTokens:
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         """The conversation so far plus the generation prompt."""
+        require_text(messages, "token-exact training (a text chat template)")
         out = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **self.kwargs)
         return _ids(out)
 
     def env_turn_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        require_text(messages, "token-exact training (a text chat template)")
         full = self._render([*_PROBE, *messages], generation_prompt=True)
         if not full.startswith(self._base):
             raise ValueError(

@@ -22,6 +22,7 @@ from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.core.resources import LocalServer
 from aworld_gym.core.task import Task
+from aworld_gym.envs.browser.observe import OBS_MODES, SCREENSHOT_CODE, Element, draw_marks, split_boxes
 from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
 from aworld_gym.envs.browser.playwright import own_browser_entry, shared_browser
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
@@ -45,12 +46,24 @@ AGENT_TOOLS = (
     "browser_drag",
     "browser_wait_for",
 )
-HIDDEN_ARGUMENTS = {"browser_snapshot": ["filename"]}  # would write a file
+SCREENSHOT_TOOLS = ("browser_mouse_click_xy",)  # coordinate clicks: only where the agent sees the pixels
+TAB_TOOLS = ("browser_tabs",)  # with tabs=True; a new tab's URL is checked like a navigation
+HIDDEN_ARGUMENTS = {"browser_snapshot": ["filename", "boxes"]}  # a file; boxes come with element_boxes=True
 
 SYSTEM_PREAMBLE = (
     "You operate a web browser to complete the task shown on a web page. Act with the browser tools, one call per "
     "turn; refer to elements by the ref=... ids of the latest snapshot (a CSS selector works too). After each "
     "action you get the page as it is now. The task ends by itself when you complete it, or fail it."
+)
+SCREENSHOT_PREAMBLE = (
+    "You operate a web browser to complete the task shown on a web page. Act with the browser tools, one call per "
+    "turn. You see the page as a screenshot of 640x480 CSS pixels{marks}. browser_mouse_click_xy clicks at x, y "
+    "pixels of the screenshot. After each action you get the page as it is now. The task ends by itself when you "
+    "complete it, or fail it."
+)
+MARKS_NOTE = (
+    ", on which each element you can act on is outlined and labelled with its ref (e5): pass that ref to the tools "
+    "(browser_click, browser_type, ...)"
 )
 
 # Seed the page's generator, give it a long timer, start the task, mark the page as this episode's. The harness's
@@ -87,6 +100,14 @@ class BrowserEnv(MCPEnv):
         settle_ms: how long Playwright waits after an action for the page to settle.
         snapshot_after_step: append the page's snapshot to each step's observation (unless the step's last
             call was ``browser_snapshot``).
+        obs_mode: ``"text"`` (the accessibility snapshot), ``"screenshot"`` (a PNG of the viewport instead) or
+            ``"screenshot+text"`` (both). Images go into the message history as image parts and into
+            ``info["images"]`` as PNG bytes; the observation string stays text. Screenshot modes add the
+            coordinate click ``browser_mouse_click_xy``.
+        set_of_marks: outline and label every actionable element with its ref on the screenshot (screenshot modes).
+        element_boxes: ``info["elements"]`` at reset and after each step: the elements with refs, their role,
+            name and box ``[x, y, width, height]`` in viewport CSS pixels (the screenshot's pixels).
+        tabs: expose ``browser_tabs`` (list, open, select, close tabs; a new tab may open only the task's site).
         render_mode: ``"rgb_array"`` (a screenshot as a numpy array), ``"ansi"`` or ``"human"``.
         **kwargs: everything :class:`MCPEnv` takes (``max_turns``, ``reward_hooks``, ...).
     """
@@ -102,6 +123,10 @@ class BrowserEnv(MCPEnv):
         time_limit_s: float = 600.0,
         settle_ms: int = 150,
         snapshot_after_step: bool = True,
+        obs_mode: str = "text",
+        set_of_marks: bool = False,
+        element_boxes: bool = False,
+        tabs: bool = False,
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -112,6 +137,14 @@ class BrowserEnv(MCPEnv):
             raise ConfigError("browser must be 'shared' or 'own'")
         if time_limit_s <= 0:
             raise ConfigError("time_limit_s must be positive")
+        if obs_mode not in OBS_MODES:
+            raise ConfigError(f"obs_mode must be one of {OBS_MODES}, not {obs_mode!r}")
+        if set_of_marks and obs_mode == "text":
+            raise ConfigError("set_of_marks labels a screenshot: use obs_mode='screenshot' or 'screenshot+text'")
+        self.obs_mode, self.set_of_marks, self.element_boxes, self.tabs = obs_mode, set_of_marks, element_boxes, tabs
+        self.image_observations = obs_mode != "text"
+        self.elements: list[Element] = []
+        self._intro_images: list[bytes] = []
         source = miniwob_tasks(task if task is not None else tasks)
         self.time_limit_s = time_limit_s
         self.snapshot_after_step = snapshot_after_step
@@ -130,14 +163,17 @@ class BrowserEnv(MCPEnv):
         except BaseException:
             self._failed_init()  # releases the page server taken above
             raise
+        if self.image_observations:
+            kwargs.setdefault("system_prompt", SCREENSHOT_PREAMBLE.format(marks=MARKS_NOTE if set_of_marks else ""))
         kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
+        tools = AGENT_TOOLS + (SCREENSHOT_TOOLS if self.image_observations else ()) + (TAB_TOOLS if tabs else ())
         kwargs.setdefault("tool_format", "compact")  # the Playwright schemas are long; info["tools"] keeps them
         kwargs.setdefault("tool_timeout", 60.0)
         super().__init__(
             mcp_config={"mcpServers": {"browser": entry}},
             tasks=source,
             scorer=None,
-            allow_tools=AGENT_TOOLS,
+            allow_tools=tools,
             guard=self._guard,
             hidden_arguments=HIDDEN_ARGUMENTS,
             sequential_calls=True,  # one page: a turn's calls (type, type, click) run in the order given
@@ -156,7 +192,15 @@ class BrowserEnv(MCPEnv):
 
     def render_prompt(self, task: Task) -> str:
         # The instruction once (the page shows it at its top); the page by its path, not its run-dependent URL.
+        if self.obs_mode == "screenshot":
+            return f"Your task is on the page {task.metadata['page']}: {self.utterance}\nThe screenshot shows the page."
         return f"Your task is at the top of the page {task.metadata['page']}, which shows:\n{self._intro}"
+
+    def prompt_images(self, task: Task) -> list[bytes]:
+        return self._intro_images
+
+    def reset_info(self, task: Task) -> dict[str, Any]:
+        return {"elements": [e.to_dict() for e in self.elements]} if self.element_boxes else {}
 
     async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
         for result in results:  # what the agent sees is the same for the same seed and actions, run after run
@@ -165,6 +209,9 @@ class BrowserEnv(MCPEnv):
             state = await self._read_state()
         except ServerError as exc:
             return TaskState(crash=f"the browser failed: {exc}")
+        if state.get("episode") != self._episode_key and self.tabs and await self._tab_count() > 1:
+            note = "This tab is not the task's page: the task goes on in its own tab (browser_tabs, action select)."
+            return TaskState(note=note, info=state)
         if state.get("episode") != self._episode_key:
             went_back = any(r.call.name == "browser_navigate_back" and not r.is_error for r in results)
             if went_back or str(state.get("url", "")).startswith(self.origin + "/"):  # navigation, reload, submit
@@ -173,13 +220,17 @@ class BrowserEnv(MCPEnv):
             return TaskState(crash="the task's page was lost (the browser was restarted)", info=state)
         if state.get("done"):
             return TaskState(done=True, score=float(state.get("raw_reward") or 0.0), info=state)
-        note = ""
-        if self.snapshot_after_step and results[-1].call.name != "browser_snapshot":
-            try:
-                note = "The page now:\n" + await self._snapshot()
-            except ServerError as exc:
-                return TaskState(crash=f"the browser failed: {exc}", info=state)
-        return TaskState(note=note, info=state)
+        text_wanted = self.obs_mode != "screenshot" and self.snapshot_after_step
+        text_wanted = text_wanted and results[-1].call.name != "browser_snapshot"
+        if not (text_wanted or self.image_observations or self.element_boxes):
+            return TaskState(info=state)
+        try:
+            text, images = await self._observe(text_wanted)
+        except ServerError as exc:
+            return TaskState(crash=f"the browser failed: {exc}", info=state)
+        note = "The page now:\n" + text if text else "The screenshot shows the page now." if images else ""
+        step_info = {"elements": [e.to_dict() for e in self.elements]} if self.element_boxes else {}
+        return TaskState(note=note, info=state, images=images, step_info=step_info)
 
     def score(self, answer: str, task: Task) -> float:
         return 0.0  # a MiniWoB++ task is scored by its page; an answer without finishing it scores nothing
@@ -194,11 +245,7 @@ class BrowserEnv(MCPEnv):
         import numpy as np
         from PIL import Image
 
-        result = await self.hub.acall_internal("browser_take_screenshot", {"type": "png", "scale": "css"})
-        data = next((b.data for b in result.content or [] if getattr(b, "type", None) == "image"), None)
-        if result.is_error or data is None:
-            raise ServerError(f"no screenshot: {_text(result)[:300]}")
-        with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+        with Image.open(io.BytesIO(await self._screenshot_png())) as image:
             return np.asarray(image.convert("RGB"))
 
     def release(self) -> None:
@@ -208,6 +255,8 @@ class BrowserEnv(MCPEnv):
 
     # ----- internals -------------------------------------------------------------------------------------
     def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
+        if tool == "browser_tabs" and arguments.get("url"):
+            tool = "browser_navigate"  # a new tab at a URL is a navigation
         if tool != "browser_navigate":
             return None
         url = str(arguments.get("url", ""))
@@ -238,20 +287,47 @@ class BrowserEnv(MCPEnv):
         if not started.get("ready"):
             raise ServerError(f"the task {task.id!r} did not become ready")
         self.utterance = str(started.get("utterance", ""))
-        self._intro = await self._snapshot()
+        self._intro, self._intro_images = await self._observe(self.obs_mode != "screenshot")
+
+    async def _tab_count(self) -> int:
+        listed = await self.hub.acall_internal("browser_tabs", {"action": "list"})
+        return len(re.findall(r"^- \d+:", _text(listed), re.M))
 
     async def _read_state(self) -> dict[str, Any]:
         return _result_json(await self.hub.acall_internal("browser_evaluate", {"function": _STATE_JS}))
 
-    async def _snapshot(self) -> str:
+    async def _observe(self, text_wanted: bool) -> tuple[str, list[bytes]]:
+        """The page as this mode shows it: the snapshot's text (if wanted) and the screenshot (screenshot modes,
+        labelled with set-of-marks); ``self.elements`` gets the boxes when marks or boxes are asked for."""
+        boxes = self.set_of_marks or self.element_boxes
+        text = ""
+        if text_wanted or boxes:
+            text, self.elements = split_boxes(await self._snapshot(boxes))
+        images: list[bytes] = []
+        if self.image_observations:
+            png = await self._screenshot_png()
+            images = [draw_marks(png, self.elements) if self.set_of_marks else png]
+        return (text if text_wanted else ""), images
+
+    async def _snapshot(self, boxes: bool = False) -> str:
         # every element the page made clickable gets a role, and so a ref in the snapshot
         with contextlib.suppress(ServerError):
             await self.hub.acall_internal("browser_evaluate", {"function": NAME_CLICKABLE_JS})
-        result = await self.hub.acall_internal("browser_snapshot", {})
+        result = await self.hub.acall_internal("browser_snapshot", {"boxes": True} if boxes else {})
         if result.is_error:
             raise ServerError(f"no snapshot: {_text(result)[:300]}")
         body = steady(_sections(_text(result)).get("Snapshot", "").strip(), self.pages)
         return body or "(empty page)"
+
+    async def _screenshot_png(self) -> bytes:
+        result = await self.hub.acall_internal("browser_run_code_unsafe", {"code": SCREENSHOT_CODE})
+        body = _sections(_text(result)).get("Result", "").strip()
+        try:
+            if result.is_error:
+                raise ValueError(body)
+            return base64.b64decode(json.loads(body), validate=True)
+        except (ValueError, TypeError) as exc:
+            raise ServerError(f"no screenshot: {_text(result)[:300]}") from exc
 
 
 _RUN_FILES = re.compile(r"^.*\b(?:console|page)-\d{4}-\d\d-\d\dT[\w.-]+\.(?:log|yml)\b.*\n?", re.M)
