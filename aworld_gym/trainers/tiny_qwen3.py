@@ -1,6 +1,6 @@
 """A tiny Qwen3, built offline in seconds, for tests and examples.
 
-A byte-level BPE tokenizer trained on local text (this package's own source and docs), Qwen3's special tokens
+A byte-level BPE tokenizer trained on local text (a part of Python's standard library and the prompts' wording), Qwen3's special tokens
 (``<|im_start|>``, ``<|im_end|>``, ``<think>``, ``<tool_call>``, ``<tool_response>``, ...) and a Qwen3-style chat
 template with tool support, plus a ``Qwen3ForCausalLM`` of a few hundred thousand parameters. Nothing is
 downloaded. The same code paths as a real Qwen3 checkpoint run on it (chat template, generation, training).
@@ -45,19 +45,51 @@ CHAT_TEMPLATE = (
 )
 
 
+# The wording the bundled envs' prompts use, written out once here: the tokenizer must not change when the
+# package's sources or README do (it once was trained on them, and every README edit changed how fast the test
+# models learned).
+PROMPT_WORDS = """You are a helpful assistant that solves the user's task step by step using the tools provided.
+# Tools
+You may call one or more functions to assist with the user query.
+You are provided with function signatures within <tools></tools> XML tags.
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML
+tags. When you know the final answer, reply with it inside <answer></answer> tags, e.g. <answer>42</answer>. Your
+answer ends the task. Call a tool with <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>, or give your
+final answer as <answer>...</answer>. Format error: no tool call and no final answer. Your final answer was
+recorded. The task is over. What is 12 + 1? Use the calculator: add, subtract, multiply, divide, the sum of two
+numbers a and b. Complete the Python function below; run your code with run_python and submit the whole function.
+def solution(numbers: list[int]) -> int: return sum(numbers). The tests passed. Traceback (most recent call last):
+Error: the tool failed, the server died, a timeout. Read the file, search the web, open the page and click the
+button, type the text, select the option, submit the form. The page now shows the task at the top.
+"""
+
+SNIPPETS = [
+    '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
+    '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>',
+    "<tool_response>\n3.0\n</tool_response>",
+    "user\n<tool_response>\n12\n</tool_response>\nassistant\n",
+    "<answer>42</answer> The answer is 0 1 2 3 4 5 6 7 8 9.",
+    '{"type": "function", "function": {"name": "add", "description": "Add a and b.", "parameters": {"properties": '
+    '{"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "type": "object"}}}',
+    "Solve the task with the tools. What is the product of 3 and 4? Multiply 3 by 4. What is 3 times 4? What is "
+    "the sum of 3 and 4? Add 3 and 4. What do 3 and 4 make together?",
+]
+
+# Python's own modules: code and English docstrings, fixed for a given Python version.
+STDLIB_CORPUS = ("asyncio", "json", "argparse.py", "dataclasses.py", "textwrap.py", "string.py", "statistics.py",
+                 "fractions.py", "functools.py", "inspect.py", "typing.py", "pathlib.py")  # fmt: skip
+
+
 def _corpus() -> list[str]:
-    """Local text to train the tokenizer on: this package's sources and the README (plus format snippets)."""
-    root = Path(__file__).resolve().parents[1]
-    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.py"))]
-    readme = root.parent / "README.md"
-    if readme.exists():
-        texts.append(readme.read_text(encoding="utf-8"))
-    texts += [
-        '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
-        "<tool_response>\n3.0\n</tool_response>",
-        "<answer>42</answer> The answer is 0 1 2 3 4 5 6 7 8 9.",
-    ] * 50
-    return texts
+    """Text to train the tokenizer on: a part of Python's standard library, the prompts' wording, format snippets.
+    Independent of this package's sources and docs."""
+    stdlib = Path(json.__file__).resolve().parents[1]
+    files: list[Path] = []
+    for name in STDLIB_CORPUS:
+        path = stdlib / name
+        files += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file()]
+    return texts + [PROMPT_WORDS] * 20 + SNIPPETS * 50
 
 
 def build_tokenizer(vocab_size: int = 1024) -> Any:

@@ -61,10 +61,9 @@ except FileNotFoundError as exc:  # pragma: no cover - transformers without its 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # SFT steps on demonstrations that always call the right tool, in both prompt formats. 150 steps once gave 96/96
-# successes in each mode at temperature 1.0; but the tiny tokenizer is trained on this package's sources and the
-# README, so its vocabulary moves with every edit, and after the README edits of issue 19 150 steps gave 0.5
-# (some wordings of "add" get "multiply"). 300 steps: 8/8 tests pass again. The threshold below catches a model
-# that did not learn the tool choice. (A fixed tokenizer corpus is the real fix; see issue 19's note.)
+# successes in each mode at temperature 1.0, when the tiny tokenizer was trained on this package's sources and
+# README (each edit moved its vocabulary: once 150 steps gave 0.5). Its corpus is fixed now; 300 steps keep a
+# margin. The threshold below catches a model that did not learn the tool choice.
 STEPS = 300
 MIN_SUCCESS = 0.8  # 6 tasks: one wording of the 6 that flips costs 1/6
 EPISODES = 24

@@ -383,7 +383,8 @@ def test_grpo_raises_reward_on_tool_choice(warm, tmp_path):
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     print("tool-choice GRPO: mean reward before", before, "after", after)
     assert after >= before + 0.2, (before, after, rewards)
-    assert sum(rewards[-10:]) / 10 >= sum(rewards[:5]) / 5 + 0.15, rewards
+    # the training curve too (each step's mean is over 16 sampled rollouts: noisy, so ten-step means)
+    assert sum(rewards[-10:]) / 10 >= sum(rewards[:10]) / 10 + 0.1, rewards
 
 
 def test_recipe_settings_are_a_valid_grpo_config(tmp_path):
