@@ -7,18 +7,22 @@ VERL_VENV := .venv-verl
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report
+EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs
 
-.PHONY: run test setup system-deps node-deps lint bench clean
+.PHONY: run test docs setup system-deps node-deps lint bench clean
 
 run: setup
 	$(VENV)/bin/aworld-gym rollout --env AWorld/Code-v0 --policy reference --episodes 32
 
-test: setup $(STAMPS)/verl
+test: setup $(STAMPS)/verl docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_verl.py
+
+# The documentation site in site/: every page, link and API reference checked (--strict: a warning fails).
+docs: $(STAMPS)/python
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/system
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # id -> (entry point, default max_episode_steps, reference policy). Every id involves tools: nondeterministic.
 ENV_IDS: dict[str, tuple[str, int]] = {}

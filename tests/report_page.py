@@ -1,7 +1,7 @@
 """Open an HTML report in the system's headless Chromium through the Playwright MCP server, as a person would:
 the page is served on 127.0.0.1 and driven with Playwright MCP's tools (navigate, evaluate, click, console,
 screenshot). Used by ``tests/report/test_report_browser.py``; ``python -m tests.report_page REPORT.html OUT.png``
-refreshes the screenshot in README.
+refreshes the screenshot in docs/report.md (``docs/images/report.png``).
 """
 
 from __future__ import annotations

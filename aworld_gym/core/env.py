@@ -50,7 +50,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         tool_format: how the system prompt lists the tools: ``"full"`` (their JSON schemas, as Qwen3's chat
             template writes them) or ``"compact"`` (one line each: name, typed parameters, the first sentence of
             the description); ``info["tools"]`` always holds the full schemas.
-        allow_tools, deny_tools: glob patterns of tools the agent may / may not use.
+        allow_tools: glob patterns of the tools the agent may use (default: all).
+        deny_tools: glob patterns of tools the agent may not use.
         guard: ``guard(tool, arguments) -> None | reason`` sees every agent call and may refuse it (``refused``).
         hidden_arguments: ``{tool: [argument, ...]}`` removed from the agent's schemas (a call using them is refused).
         sequential_calls: run a turn's tool calls one after another, in order (one stateful page), not concurrently.

@@ -175,8 +175,11 @@ def collect(
         resume: skip the ``(task_id, sample)`` pairs already in the output.
         task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
         progress: show a progress bar on stderr.
-        concurrency, ray_address, ray_actors, policy_timeout_s, screenshots: the settings of an engine given by
-            name (or of the default one).
+        concurrency: episodes at once, for an engine given by name (or the default one).
+        ray_address: the Ray cluster of ``engine="ray"``.
+        ray_actors: the number of Ray actors of ``engine="ray"``.
+        policy_timeout_s: a policy turn longer than this ends the episode as ``policy_error``.
+        screenshots: a folder for a PNG per step (the in-process engine only).
     """
     engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
     if isinstance(sink, str | Path):

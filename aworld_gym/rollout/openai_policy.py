@@ -34,7 +34,9 @@ class OpenAIPolicy:
         api_key: key (default ``$LLM_API_KEY``, else ``"EMPTY"`` for local servers).
         tool_mode: ``"text"`` (tools listed in the system prompt, the model writes ``<tool_call>`` text) or
             ``"native"`` (tools sent as OpenAI ``tools``; returned calls rendered into ``<tool_call>`` text).
-        temperature, top_p, max_tokens: sampling settings.
+        temperature: the sampling temperature.
+        top_p: nucleus sampling (default: the server's).
+        max_tokens: the most tokens per completion.
         extra_body: extra request fields (vLLM: ``{"top_k": 80}``, ``{"return_tokens_as_token_ids": True}``).
         logprobs: ask for the sampled tokens' logprobs and keep them (the action's ``sample``).
         max_concurrency: requests in flight at once (per event loop).

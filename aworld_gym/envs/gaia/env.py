@@ -29,7 +29,7 @@ If you are asked for a comma separated list, apply the above rules depending on 
 or a string."""
 
 SAMPLE_NOTE = (
-    "bundled sample set: 30 GAIA-format tasks written for aworld-gym (not the GAIA benchmark); "
+    "bundled sample set: GAIA-format tasks written for aworld-gym (not the GAIA benchmark); "
     "pass data_dir= for the real GAIA data"
 )
 
@@ -48,14 +48,16 @@ class GAIAEnv(MCPEnv):
         search_docs: a folder of documents for the offline search backend.
         mcp_config: extra servers in AWorld's format (e.g. AWorld's hosted GAIA tool server, ``@playwright/mcp``).
         python_server: ``"shared"``, ``"inprocess"`` or a URL (see ``AWorld/Code-v0``).
-        isolation, exec_timeout_s, memory_mb: sandbox settings of ``run_python`` and ``run_shell``.
-        vision_model, audio_model: OpenAI-compatible endpoints (``{"base_url", "model", "api_key"?}``) of
-            ``describe_image`` and ``transcribe_audio`` (default: ``AWORLD_GYM_VISION_*`` / ``AWORLD_GYM_AUDIO_*``
-            from the environment; without one those tools say how to configure it).
+        isolation: the sandbox of ``run_python`` and ``run_shell`` (``"auto"``, ``"bwrap"``, ``"none"``).
+        exec_timeout_s: their wall-clock limit per execution.
+        memory_mb: their memory limit per execution.
+        vision_model: the OpenAI-compatible endpoint (``{"base_url", "model", "api_key"?}``) of ``describe_image``
+            (default: ``AWORLD_GYM_VISION_*`` from the environment; without one the tool says how to configure it).
+        audio_model: the same for ``transcribe_audio`` (default: ``AWORLD_GYM_AUDIO_*``).
         browser: add the browser tools of ``AWorld/Browser-v0`` (the shared Playwright MCP server, an isolated
             context per env), opening http(s) sites at public addresses only (:mod:`aworld_gym.envs.gaia.browser`).
-        browser_allow, browser_deny: ``host`` / ``host:port`` glob patterns the browser may also reach (e.g. a
-            site on 127.0.0.1) / may never reach.
+        browser_allow: ``host`` / ``host:port`` glob patterns the browser may also reach (e.g. a site on 127.0.0.1).
+        browser_deny: ``host`` / ``host:port`` glob patterns the browser may never reach.
         **kwargs: everything :class:`MCPEnv` takes (``allow_tools``, ``reward_hooks``, ``max_turns``, ...).
     """
 
