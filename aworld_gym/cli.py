@@ -31,11 +31,12 @@ def _rollout(args: argparse.Namespace) -> int:
     )
     # fail fast on a bad policy configuration; a scripted policy may name the tasks it knows (env_defaults)
     env_kwargs = {**getattr(factory(), "env_defaults", {}), **env_kwargs}
-    images = str(env_kwargs.get("obs_mode", "text")).startswith("screenshot")  # the model's images kept as files
-    screenshots = Path(out).with_suffix(".screenshots") if args.screenshots or images else None
-    if args.screenshots and not images:
-        env_kwargs.setdefault("render_mode", "rgb_array")
     engine = "ray" if (args.ray or args.ray_address) else "async"
+    # The runner keeps a PNG per step of an env that renders rgb_array frames (what --screenshots asks for) or
+    # shows the model images (screenshot observation modes); other envs write nothing there.
+    screenshots = Path(out).with_suffix(".screenshots") if engine == "async" or args.screenshots else None
+    if args.screenshots:
+        env_kwargs.setdefault("render_mode", "rgb_array")
     print(
         f"aworld-gym rollout: {args.env}, policy={args.policy}, {args.episodes} episodes, group size {args.group_size}, "
         f"concurrency {args.concurrency} ({engine}), policy latency {args.policy_latency:g} s",
@@ -129,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--screenshots",
         action="store_true",
-        help="save a PNG per step (envs that render rgb_array; on by default for screenshot obs modes)",
+        help="save a PNG per step (render_mode=rgb_array; envs with image observations always keep theirs)",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_rollout)

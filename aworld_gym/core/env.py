@@ -72,6 +72,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 0}
+    # Whether observations carry images (``observation_images``, ``info["images"]``): the rollout runner then keeps
+    # the model's images as files. Set by envs with screenshot observations (Browser-v0's obs_mode).
+    image_observations: bool = False
 
     def __init__(
         self,

@@ -61,7 +61,7 @@ _COLORS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#008080", "#9
 
 
 def marked(elements: list[Element]) -> list[Element]:
-    """The elements set-of-marks labels: what the agent can act on (not layout containers), visible boxes only."""
+    """The elements that get set-of-marks labels: what the agent can act on (no layout containers), visible ones."""
     return [e for e in elements if e.role not in _CONTAINERS and e.box[2] > 0 and e.box[3] > 0]
 
 

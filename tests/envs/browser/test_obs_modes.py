@@ -172,3 +172,16 @@ def test_cli_rollout_in_a_screenshot_mode_keeps_the_images_as_files(tmp_path):
         shots = [rec["screenshot"]] + [t["screenshot"] for t in rec["turns"][:-1]]  # the last step ended the task
         assert all(Path(p).parent.parent == out.with_suffix(".screenshots") for p in shots)
         assert all(png_size(Path(p).read_bytes()) == (640, 480) for p in shots)
+
+
+def test_cli_rollout_in_a_screenshot_mode_on_ray_runs_without_keeping_images(tmp_path):
+    from aworld_gym.cli import main
+
+    out = tmp_path / "r.jsonl"
+    argv = ["rollout", "--env", "AWorld/Browser-v0", "--policy", "reference", "--episodes", "2", "--ray",
+            "--out", str(out), "--env-kwargs", json.dumps({"tasks": ["click-test"], "obs_mode": "screenshot"}),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["score"] for r in records] == [1.0, 1.0] and "screenshot" not in records[0]
+    assert not out.with_suffix(".screenshots").exists()
