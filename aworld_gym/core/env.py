@@ -113,6 +113,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
             if max_turns is not None and max_turns < 1:
                 raise ConfigError("max_turns must be at least 1")
+            if tool_format not in TOOL_FORMATS:
+                raise ConfigError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
             self.tasks: TaskSource = load_tasks(tasks)
             self.scorer = get_scorer(scorer)
             self.parser = get_parser(action_format)
@@ -143,8 +145,6 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             self._failed_init()
             raise
         self.preamble = system_prompt
-        if tool_format not in TOOL_FORMATS:
-            raise ConfigError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
         self.tool_format = tool_format
         self.max_turns = max_turns
         self.max_episode_chars = max_episode_chars
