@@ -20,19 +20,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.calls import ToolCall  # it lives below core and mcp; importing it from here keeps working
+from aworld_gym.base.errors import ConfigError
 
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One parsed tool call."""
-
-    name: str
-    arguments: dict[str, Any]
-    id: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+__all__ = [
+    "Action",
+    "ActionParser",
+    "HermesParser",
+    "ParsedAction",
+    "ParserFactory",
+    "Sample",
+    "ToolCall",
+    "action_text",
+    "get_parser",
+    "parse_action",
+    "register_parser",
+    "strip_code_fence",
+    "strip_think",
+]
 
 
 @dataclass

@@ -1,44 +1,30 @@
-"""Typed errors, one per boundary.
+"""The typed errors, re-exported from :mod:`aworld_gym.base.errors` (where they live: ``mcp`` uses them too).
 
-Everything that can go wrong inside an episode (bad model output, a failing tool, a dead server) becomes an
-observation, never an exception out of ``step()``. These classes are for what must raise: bad configuration,
-unusable task data, a server that cannot be started at all. Each message says what to change.
+``from aworld_gym.core.errors import ConfigError`` keeps working; the classes are the same objects.
 """
 
 from __future__ import annotations
 
+from aworld_gym.base.errors import (
+    AWorldGymError,
+    ConfigError,
+    EnvCrash,
+    PolicyError,
+    SandboxError,
+    ServerError,
+    TaskError,
+    ToolError,
+    ToolTimeout,
+)
 
-class AWorldGymError(Exception):
-    """Base class of every error raised by aworld-gym."""
-
-
-class ConfigError(AWorldGymError, ValueError):
-    """An environment, server or policy was configured wrongly (the message says what to change)."""
-
-
-class TaskError(AWorldGymError, ValueError):
-    """Task data is missing or malformed."""
-
-
-class ToolError(AWorldGymError):
-    """A tool call failed at the MCP boundary (unknown tool, bad arguments, error result)."""
-
-
-class ToolTimeout(ToolError):
-    """A tool call did not answer within its timeout."""
-
-
-class ServerError(AWorldGymError):
-    """An MCP server could not be started, or died and could not be restarted."""
-
-
-class EnvCrash(AWorldGymError):
-    """The environment's infrastructure failed mid-episode (the episode is truncated with ``env_crash``)."""
-
-
-class PolicyError(AWorldGymError):
-    """A policy (model endpoint, scripted policy) failed to produce an action."""
-
-
-class SandboxError(AWorldGymError):
-    """The code sandbox could not run an execution (not: the code failed, which is a normal result)."""
+__all__ = [
+    "AWorldGymError",
+    "ConfigError",
+    "EnvCrash",
+    "PolicyError",
+    "SandboxError",
+    "ServerError",
+    "TaskError",
+    "ToolError",
+    "ToolTimeout",
+]

@@ -13,8 +13,8 @@ from typing import Any
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from aworld_gym.core.actions import ToolCall
-from aworld_gym.core.errors import ServerError
+from aworld_gym.base.calls import ToolCall
+from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.namespace import RoutedTool
 from aworld_gym.mcp.results import (

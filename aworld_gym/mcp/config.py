@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 
 Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",

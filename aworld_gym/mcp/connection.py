@@ -8,7 +8,7 @@ import logging
 import tempfile
 from typing import Any
 
-from aworld_gym.core.errors import ServerError
+from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.config import ServerSpec
 
 logger = logging.getLogger(__name__)

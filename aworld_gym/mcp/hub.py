@@ -18,8 +18,8 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aworld_gym.core.actions import ToolCall
-from aworld_gym.core.errors import ConfigError, ServerError
+from aworld_gym.base.calls import ToolCall
+from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config

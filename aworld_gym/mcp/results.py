@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 
 # Error kinds of a ToolResult (``None`` when the call succeeded).
 UNKNOWN_TOOL = "unknown_tool"

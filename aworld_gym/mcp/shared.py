@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from aworld_gym.core.errors import ServerError
+from aworld_gym.base.errors import ServerError
 
 
 class SharedServer:
