@@ -6,9 +6,82 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
+
+if TYPE_CHECKING:  # what the lazy exports below resolve to, for type checkers and IDEs (never imported at run time)
+    from aworld_gym.core.env import MCPEnv
+    from aworld_gym.core.episode import TaskState
+    from aworld_gym.core.faces import AsyncFaceError
+    from aworld_gym.core.judge import LLMJudge
+    from aworld_gym.core.resources import LocalServer
+    from aworld_gym.core.rewards import Hook, reward_hook
+    from aworld_gym.core.task import Task
+    from aworld_gym.core.trajectory import Trajectory
+    from aworld_gym.mcp.hub import ToolHub
+    from aworld_gym.rollout.collect import Summary, collect
+    from aworld_gym.rollout.driver import arun_episode, run_episode
+    from aworld_gym.rollout.engines import AsyncEngine
+    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.stream import astream, astream_groups, stream, stream_groups
+    from aworld_gym.wrappers.reward_shaping import RewardShaping
+
+__all__ = [
+    "ENV_IDS",
+    "REFERENCE_POLICIES",
+    "AsyncEngine",
+    "AsyncFaceError",
+    "Hook",
+    "LLMJudge",
+    "LocalServer",
+    "MCPEnv",
+    "RayEngine",
+    "RewardShaping",
+    "Summary",
+    "Task",
+    "TaskState",
+    "ToolHub",
+    "Trajectory",
+    "__version__",
+    "arun_episode",
+    "astream",
+    "astream_groups",
+    "collect",
+    "reference_policy",
+    "register",
+    "register_envs",
+    "reward_hook",
+    "run_episode",
+    "stream",
+    "stream_groups",
+]
+
+# Lazy re-exports (name -> module), imported on first use: they keep `import aworld_gym` light.
+_LAZY: dict[str, str] = {
+    "MCPEnv": "aworld_gym.core.env",
+    "Task": "aworld_gym.core.task",
+    "ToolHub": "aworld_gym.mcp.hub",
+    "RewardShaping": "aworld_gym.wrappers.reward_shaping",
+    "Hook": "aworld_gym.core.rewards",
+    "reward_hook": "aworld_gym.core.rewards",
+    "LocalServer": "aworld_gym.core.resources",
+    "TaskState": "aworld_gym.core.episode",
+    "LLMJudge": "aworld_gym.core.judge",
+    "AsyncFaceError": "aworld_gym.core.faces",
+    "Trajectory": "aworld_gym.core.trajectory",
+    # the rollout surface
+    "collect": "aworld_gym.rollout.collect",
+    "Summary": "aworld_gym.rollout.collect",
+    "stream": "aworld_gym.rollout.stream",
+    "stream_groups": "aworld_gym.rollout.stream",
+    "astream": "aworld_gym.rollout.stream",
+    "astream_groups": "aworld_gym.rollout.stream",
+    "AsyncEngine": "aworld_gym.rollout.engines",
+    "RayEngine": "aworld_gym.rollout.ray_engine",
+    "run_episode": "aworld_gym.rollout.driver",
+    "arun_episode": "aworld_gym.rollout.driver",
+}
 
 # id -> (entry point, default max_episode_steps, reference policy). Every id involves tools: nondeterministic.
 ENV_IDS: dict[str, tuple[str, int]] = {}
@@ -110,21 +183,15 @@ register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy re-exports keep `import aworld_gym` light.
-    lazy = {
-        "MCPEnv": "aworld_gym.core.env",
-        "Task": "aworld_gym.core.task",
-        "ToolHub": "aworld_gym.mcp.hub",
-        "RewardShaping": "aworld_gym.wrappers.reward_shaping",
-        "Hook": "aworld_gym.core.rewards",
-        "reward_hook": "aworld_gym.core.rewards",
-        "LocalServer": "aworld_gym.core.resources",
-        "TaskState": "aworld_gym.core.episode",
-        "LLMJudge": "aworld_gym.core.judge",
-        "AsyncFaceError": "aworld_gym.core.faces",
-    }
-    if name in lazy:
-        import importlib
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aworld_gym' has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module(lazy[name]), name)
-    raise AttributeError(f"module 'aworld_gym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup does not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
