@@ -108,6 +108,7 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
                 "i": i, "run": run, "task": str(record.get("task_id")), "sample": record.get("sample", 0),
                 "ok": ok, "reward": record.get("reward"), "score": record.get("score"),
                 "termination": record.get("termination") or "unfinished", "turns": record.get("num_turns"),
+                "status": record.get("status"),
                 "group": None if by is None else str(task_field(record, by)), "answer": _cut(record.get("answer"), 200),
                 "error": _last_line(record.get("error")), "prompt": _cut(record.get("prompt"), 300),
                 "total_s": (record.get("timings") or {}).get("total_s"),

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from aworld_gym.core.trajectory import FAILED, OK, VOID, status_of
 from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
 
@@ -89,6 +90,8 @@ class RunStats:
         self.turns: list[float] = []
         self.components: dict[str, list[float]] = defaultdict(list)
         self.terminations: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.void_kinds: Counter[str] = Counter()
         self.tools: dict[str, Counter[str]] = defaultdict(Counter)
         self.tool_latency: dict[str, list[float]] = defaultdict(list)
         self.parts: dict[str, list[float]] = defaultdict(list)
@@ -109,6 +112,11 @@ class RunStats:
         for name, value in (record.get("reward_components") or {}).items():
             self.components[name].append(float(value))
         self.terminations[str(record.get("termination") or "unfinished")] += 1
+        status = record.get("status") or status_of(record.get("termination"), record.get("score"),
+                                                   bool(record.get("terminated")))  # fmt: skip
+        self.statuses[status] += 1
+        if status == VOID:
+            self.void_kinds[str(record.get("termination") or "unknown")] += 1
         for turn in record.get("turns") or []:
             for result in turn.get("tool_results") or []:
                 tool = str(result.get("name") or "?")
@@ -170,6 +178,9 @@ class RunStats:
                 "max": max(self.turns, default=None),
             },
             "terminations": dict(self.terminations.most_common()),
+            "statuses": {k: self.statuses.get(k, 0) for k in (OK, FAILED, VOID)},
+            # infrastructure's failures (masked in training): void/rate and void/<kind>, as the trainer faces log them
+            "void": {"rate": self.statuses.get(VOID, 0) / n if n else None, "by_kind": dict(self.void_kinds)},
             "tools": tools,
             "latency": {
                 p: {"p50": quantile(v, 0.5), "p90": quantile(v, 0.9), "mean": _mean(v)} for p, v in self.parts.items()
@@ -184,7 +195,10 @@ class RunStats:
 
 def _headline(g: RunStats) -> dict[str, Any]:
     s = g.summary()
-    return {k: s[k] for k in ("episodes", "tasks", "success_rate", "pass_at_k", "reward_mean", "turns", "terminations")}
+    return {
+        k: s[k]
+        for k in ("episodes", "tasks", "success_rate", "pass_at_k", "reward_mean", "turns", "terminations", "void")
+    }
 
 
 def summarize(path: str | Path, by: str | None = None, name: str | None = None) -> dict[str, Any]:

@@ -60,6 +60,10 @@ def render(summary: dict[str, Any]) -> str:
     n = s["episodes"] or 1
     parts.append(table(["termination", "episodes", "share"],
                        [(k, v, _pct(v / n)) for k, v in s["terminations"].items()], "terminations"))  # fmt: skip
+    void = s.get("void") or {}
+    rows = [(k, v, _pct(v / n)) for k, v in (s.get("statuses") or {}).items()]
+    rows += [(f"void: {k}", v, _pct(v / n)) for k, v in (void.get("by_kind") or {}).items()]
+    parts.append(table(["status", "episodes", "share"], rows, "statuses (void: infrastructure's fault, masked)"))
     if s["tools"]:
         rows = [(name, v["calls"], v["errors"], _pct(v["error_rate"]),
                  ", ".join(f"{k} {c}" for k, c in v["error_kinds"].items()) or "-",

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.trajectory import VOID, Trajectory
 from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
-from aworld_gym.rollout.jobs import SUCCESS, Job, failed_record, is_success, plan_jobs
+from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.sinks import Sink, open_sink
 from aworld_gym.rollout.stream import Rollout
 
-__all__ = ["Job", "Summary", "collect", "failed_record", "is_success", "plan_jobs"]
+__all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Summary:
     total_turns: int = 0
     wall_s: float = 0.0
     terminations: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
     engine: str = "async"
     concurrency: int = 1
     path: str | None = None
@@ -63,6 +65,11 @@ class Summary:
         return self.recorded / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def void(self) -> int:
+        """Episodes that failed for infrastructure reasons (status ``void``: masked in training)."""
+        return self.statuses.get(VOID, 0)
+
+    @property
     def failures(self) -> dict[str, int]:
         """Episodes that did not end with an answer, by kind (turn_limit, env_crash, policy_error, ...)."""
         return {k: v for k, v in sorted(self.terminations.items()) if k != SUCCESS}
@@ -74,6 +81,8 @@ class Summary:
         self.total_turns += int(record.get("num_turns") or 0)
         kind = record.get("termination") or "unknown"
         self.terminations[kind] = self.terminations.get(kind, 0) + 1
+        status = record.get("status") or "unknown"
+        self.statuses[status] = self.statuses.get(status, 0) + 1
         task, ok = str(record.get("task_id")), is_success(record)
         level = (record.get("task_meta") or {}).get("level")
         for counts in (self.tasks, *([self.levels.setdefault(str(level), {})] if level is not None else [])):
@@ -101,6 +110,7 @@ class Summary:
             "mean_turns": self.mean_turns,
             "episodes_per_s": self.episodes_per_s,
             "failures": self.failures,
+            "void": self.void,
         }
 
     def render(self) -> str:
@@ -111,6 +121,7 @@ class Summary:
             ("mean reward", f"{self.mean_reward:.3f}"),
             ("mean turns", f"{self.mean_turns:.2f}"),
             ("failures", failures),
+            ("void", f"{self.void} (infrastructure's fault: masked in training, not scored 0)"),
             *self._pass_rows(),
             ("throughput", f"{self.episodes_per_s:.2f} episodes/s (wall {self.wall_s:.1f} s, {self.engine}, "
                            f"concurrency {self.concurrency})"),
@@ -155,6 +166,8 @@ def collect(
     ray_actors: int | None = None,
     policy_timeout_s: float | None = None,
     screenshots: str | Path | None = None,
+    void_policy: str = "mask",
+    retry_void: int | None = None,
 ) -> Summary:
     """Run ``episodes`` episodes of ``env`` and stream each record to ``sink`` as it finishes.
 
@@ -180,20 +193,25 @@ def collect(
         ray_actors: the number of Ray actors of ``engine="ray"``.
         policy_timeout_s: a policy turn longer than this ends the episode as ``policy_error``.
         screenshots: a folder for a PNG per step (the in-process engine only).
+        void_policy: what a void episode (infrastructure's fault) becomes: ``"mask"`` (recorded with weight 0),
+            ``"retry"`` (run again, ``retry_void`` times, default 2) or ``"zero"``.
+        retry_void: how many times a void episode is run again.
     """
     engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
     done = sink.done_keys() if (sink is not None and resume) else set()
     rollout = Rollout(env, policy, episodes=episodes, engine=engine, group_size=group_size, seed=seed,
-                      task_order=task_order, env_kwargs=env_kwargs, skip=done)  # fmt: skip
+                      task_order=task_order, env_kwargs=env_kwargs, skip=done, void_policy=void_policy,
+                      retry_void=retry_void)  # fmt: skip
     summary: Summary | None = None
     bar = None
     t0 = time.perf_counter()
 
-    def write(records: list[dict[str, Any]]) -> None:
+    def write(trajectories: list[Trajectory]) -> None:
         assert summary is not None
-        for record in records:
+        for traj in trajectories:
+            record = traj.to_record()
             if sink is not None:
                 sink.write(record)
             summary.add(record)
@@ -219,7 +237,7 @@ def collect(
     finally:
         if rollout.groups is not None and summary is not None:
             for rest in rollout.groups.flush():  # groups cut short (an interrupted run) still reach the sink
-                write(rollout.groups.score(rest))
+                write(rest)
         if summary is not None:
             summary.wall_s = time.perf_counter() - t0
         if bar is not None:

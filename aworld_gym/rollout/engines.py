@@ -1,8 +1,8 @@
 """Engines: where episodes run. Each is an object with its own settings, and one method: ``run(work)``, an async
-iterator of ``(job, record)`` in the order episodes finish, with a bound on the episodes in flight, that stops its
+iterator of ``(job, trajectory)`` in the order episodes finish, with a bound on the episodes in flight, that stops its
 workers and closes every env when the consumer leaves early.
 
-- :class:`AsyncEngine` (in-process): ``concurrency`` env slots on one asyncio loop, each pulling the next job as soon
+- :class:`AsyncEngine` (in-process): ``concurrency`` workers on one asyncio loop over one env pool, each pulling the next job as soon
   as its last one ends (no lock-step): the engine for latency-bound work (model endpoints, remote tools).
 - :class:`~aworld_gym.rollout.ray_engine.RayEngine`: a pool of Ray actors over the cluster, each running slots the
   same way.
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.slots import Slot
+from aworld_gym.rollout.pool import EnvPool, run_pooled
 
 
 @dataclass
@@ -31,17 +32,24 @@ class Work:
     policy: Callable[[], Policy]  # a factory: one policy per slot (per actor on Ray)
     jobs: list[Job]
     task_ids: list[str] = field(default_factory=list)
+    retry_void: int = 0  # a void episode is run again this many times (void_policy="retry")
 
     def task_id(self, job: Job) -> str | None:
         return self.task_ids[job.task_index] if self.task_ids else None
 
+    async def run(self, pool: EnvPool, policy: Policy, job: Job, **driver: Any) -> Trajectory:
+        """One job as an episode on a pooled env: the one place engines call the driver."""
+        return await run_pooled(pool, policy, env_id=self.env_id, task_id=self.task_id(job), retry_void=self.retry_void,
+                                seed=job.seed, options={"task_index": job.task_index}, sample=job.sample,
+                                group=str(job.group), **driver)  # fmt: skip
+
 
 class Engine(Protocol):
-    """Runs the episodes of a :class:`Work`; yields ``(job, record)`` as each one finishes."""
+    """Runs the episodes of a :class:`Work`; yields ``(job, trajectory)`` as each one finishes."""
 
     concurrency: int
 
-    def run(self, work: Work) -> AsyncIterator[tuple[Job, dict[str, Any]]]: ...
+    def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]: ...
 
 
 @dataclass
@@ -64,34 +72,37 @@ class AsyncEngine:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
 
-    async def run(self, work: Work) -> AsyncIterator[tuple[Job, dict[str, Any]]]:
+    async def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
         queue = deque(work.jobs)
-        results: asyncio.Queue[tuple[Job, dict[str, Any]]] = asyncio.Queue(maxsize=self.concurrency)
+        results: asyncio.Queue[tuple[Job, Any]] = asyncio.Queue(maxsize=self.concurrency)
+        n = min(self.concurrency, len(work.jobs))
+        pool = EnvPool(work.make, max_idle=n)
 
         async def worker() -> None:
             try:
-                slot = Slot(work.env_id, work.make, work.policy(), self.policy_timeout_s, self.screenshots)
+                policy = work.policy()
             except Exception as exc:  # noqa: BLE001 - e.g. the policy factory failed: the run must say so, not wait
                 await results.put((None, exc))  # type: ignore[arg-type]
                 return
             try:
                 while queue:
                     job = queue.popleft()  # taken before any await: workers never race for the last job
-                    await results.put((job, await slot.run(job, work.task_id(job))))
-            except Exception as exc:  # noqa: BLE001 - a bug below the slot: raised in the consumer, never a hang
+                    traj = await work.run(pool, policy, job, policy_timeout_s=self.policy_timeout_s,
+                                          screenshots=self.screenshots)  # fmt: skip
+                    await results.put((job, traj))
+            except Exception as exc:  # noqa: BLE001 - a bug below the pool: raised in the consumer, never a hang
                 await results.put((None, exc))  # type: ignore[arg-type]
-            finally:
-                await slot.close()
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(work.jobs)))]
+        workers = [asyncio.create_task(worker()) for _ in range(n)]
         try:
             for _ in range(len(work.jobs)):
-                job, record = await results.get()
+                job, traj = await results.get()
                 if job is None:
-                    raise RuntimeError(f"an episode worker failed: {type(record).__name__}: {record}") from record
-                yield job, record
+                    raise RuntimeError(f"an episode worker failed: {type(traj).__name__}: {traj}") from traj
+                yield job, traj
         finally:
             await _stop(workers)
+            await asyncio.shield(pool.aclose())
 
 
 async def _stop(tasks: list[asyncio.Task[Any]]) -> None:

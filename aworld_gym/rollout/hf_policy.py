@@ -18,6 +18,9 @@ class HFPolicy:
         tokenizer: a tokenizer, when ``model`` is an object.
         max_new_tokens, temperature, top_p, top_k: sampling settings (``temperature=0``: greedy).
         device: where to run (default: CUDA if available, else CPU).
+        max_model_len: the model's context (default: its config's ``max_position_embeddings``): a turn whose prompt
+            plus ``max_new_tokens`` would not fit ends the episode with ``context_limit`` instead of generating.
+        overflow_reward: the reward component ``context_limit`` added when that happens.
     """
 
     name = "hf"
@@ -34,12 +37,15 @@ class HFPolicy:
         device: str | None = None,
         latency_s: float = 0.0,
         base_url: str | None = None,
+        max_model_len: int | None = None,
+        overflow_reward: float = 0.0,
     ) -> None:
         if model is None:
             raise ConfigError("the hf policy needs --model: a local checkpoint folder")
         self.model_ref, self.tokenizer = model, tokenizer
         self.max_new_tokens, self.temperature, self.top_p, self.top_k = max_new_tokens, temperature, top_p, top_k
         self.device = device
+        self.max_model_len, self.overflow_reward = max_model_len, overflow_reward
         self._model: Any = None
         self._lock = threading.Lock()
         self.version = 0  # the weights' version, recorded with every sample (bump it when the weights change)
@@ -57,6 +63,23 @@ class HFPolicy:
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self._model.to(device).eval()
         return self._model
+
+    @property
+    def context_limit(self) -> Any:
+        """The episode driver's context check (the prompt counted with this model's chat template)."""
+        from aworld_gym.rollout.driver import ContextLimit
+
+        model = self._load()
+        limit = self.max_model_len or getattr(model.config, "max_position_embeddings", None)
+        if limit is None:
+            return None
+        tok = self.tokenizer
+
+        def count(messages: list[dict[str, Any]]) -> int:
+            out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+            return len(out["input_ids"])
+
+        return ContextLimit(int(limit), self.max_new_tokens, count, self.overflow_reward)
 
     def load_weights(self, state_dict: dict[str, Any], version: int | None = None) -> None:
         """Replace the sampling model's weights (e.g. from a learner) between generations; bump the version."""
@@ -96,6 +119,7 @@ class HFPolicy:
                 logprobs.append(float(scores[token]))
             token_ids = new.tolist()
             text_ids = token_ids[:-1] if token_ids and token_ids[-1] == tok.eos_token_id else token_ids
+            cut = text_ids == token_ids and len(token_ids) >= self.max_new_tokens  # no end-of-turn: cut off
             sample = Sample(token_ids=token_ids, logprobs=logprobs, prompt_ids=ids[0].tolist(),
-                            model_version=self.version)  # fmt: skip
+                            model_version=self.version, finish_reason="length" if cut else "stop")  # fmt: skip
             return Action(tok.decode(text_ids, skip_special_tokens=False), sample=sample)

@@ -1,4 +1,4 @@
-"""Jobs: which episodes a run makes (task, sample, seed, GRPO group), and the record of one that never ran."""
+"""Jobs: which episodes a run makes (task, sample, seed, GRPO group), and what success means."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_gym.rollout.runner import EpisodeRecorder
+from aworld_gym.core.trajectory import Termination
 
-SUCCESS = "answer"
+SUCCESS = Termination.ANSWER
 
 
 @dataclass(frozen=True)
@@ -42,16 +42,6 @@ def plan_jobs(n_tasks: int, episodes: int, group_size: int, seed: int, task_orde
             seen[task] += 1
         jobs.append(Job(index=i, task_index=task, sample=(seen[task] - 1) * group_size + k, seed=seed + i, group=g))
     return jobs
-
-
-def failed_record(
-    env_id: str, job: Job, task_id: str | None, kind: str, exc: BaseException, policy: Any = None
-) -> dict[str, Any]:
-    """The record of an episode that never ran (its env could not be created, its actor died)."""
-    rec = EpisodeRecorder(env_id, policy, job.seed, job.sample)
-    rec.record["task_id"] = task_id
-    rec.failed(kind, exc)
-    return rec.finish()
 
 
 def is_success(record: Mapping[str, Any]) -> bool:

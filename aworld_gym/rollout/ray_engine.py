@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.engines import Work
-from aworld_gym.rollout.jobs import Job, failed_record
+from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.slots import Slot
+from aworld_gym.rollout.pool import EnvPool, failed_trajectory
 
 
 def init_ray(address: str | None = None) -> Any:
@@ -41,41 +42,32 @@ def spread(i: int) -> Any:
 
 
 class EpisodeWorker:
-    """A Ray actor: runs episodes on ``slots`` env slots of its own (one asyncio loop; a finished episode frees its
-    slot at once)."""
+    """A Ray actor: runs up to ``slots`` episodes at once on an env pool of its own (one asyncio loop; a finished
+    episode frees its env and its policy at once)."""
 
-    def __init__(
-        self, env_id: str, make: Callable[[], Any], factory: Callable[[], Policy], slots: int, timeout: float | None
-    ) -> None:
+    def __init__(self, work: Work, slots: int, timeout: float | None) -> None:
         import aworld_gym  # noqa: F401 - registers the ids in this worker process
 
-        self.env_id, self.make, self.factory, self.timeout = env_id, make, factory, timeout
-        self.slots = slots
-        self._idle: asyncio.Queue[Slot] | None = None
-        self._all: list[Slot] = []
+        self.work, self.timeout, self.slots = work, timeout, slots
+        self.pool = EnvPool(work.make, max_idle=slots)
+        self._policies: list[Policy] = []
 
     def node(self) -> tuple[str, int]:
         import ray
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    async def run(self, job: Job, task_id: str | None = None) -> dict[str, Any]:
-        if self._idle is None:
-            self._idle = asyncio.Queue()
-        if self._idle.empty() and len(self._all) < self.slots:
-            slot = Slot(self.env_id, self.make, self.factory(), self.timeout)
-            self._all.append(slot)
-        else:
-            slot = await self._idle.get()
+    async def run(self, job: Job) -> dict[str, Any]:
+        """One episode; its trajectory's record (what crosses the process boundary)."""
+        policy = self._policies.pop() if self._policies else self.work.policy()
         try:
-            return await slot.run(job, task_id)
+            return (await self.work.run(self.pool, policy, job, policy_timeout_s=self.timeout)).to_record()
         finally:
-            self._idle.put_nowait(slot)
+            self._policies.append(policy)
 
     async def close(self) -> None:
         """Close every env of this actor (their sessions and server processes)."""
-        for slot in self._all:
-            await slot.close()
+        await self.pool.aclose()
 
 
 @dataclass
@@ -101,7 +93,7 @@ class RayEngine:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
 
-    async def run(self, work: Work) -> AsyncIterator[tuple[Job, dict[str, Any]]]:
+    async def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
         ray = init_ray(self.address)
         from ray.exceptions import RayActorError
 
@@ -111,9 +103,7 @@ class RayEngine:
         remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
 
         def spawn(i: int) -> Any:
-            return remote.options(scheduling_strategy=spread(i)).remote(
-                work.env_id, work.make, work.policy, slots, self.policy_timeout_s
-            )
+            return remote.options(scheduling_strategy=spread(i)).remote(work, slots, self.policy_timeout_s)
 
         actors = [spawn(i) for i in range(n_actors)]
         load = dict.fromkeys(range(n_actors), 0)
@@ -124,7 +114,7 @@ class RayEngine:
                 while queue and len(pending) < self.concurrency:
                     i = min(load, key=load.__getitem__)
                     job = queue.pop()
-                    ref = actors[i].run.remote(job, work.task_id(job))
+                    ref = actors[i].run.remote(job)
                     pending[asyncio.wrap_future(ref.future())] = (job, i, actors[i])
                     load[i] += 1
                 done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
@@ -132,14 +122,15 @@ class RayEngine:
                     job, i, actor = pending.pop(fut)
                     load[i] -= 1
                     try:
-                        record = fut.result()
+                        traj = Trajectory.from_record(fut.result())
                     except Exception as exc:  # noqa: BLE001 - a dead actor, a lost object, a failed task: data
-                        record = failed_record(work.env_id, job, work.task_id(job), "env_crash", exc)
+                        traj = failed_trajectory(work.env_id, Termination.ENV_CRASH, exc, task_id=work.task_id(job),
+                                                 seed=job.seed, sample=job.sample, group=str(job.group))  # fmt: skip
                         if isinstance(exc, RayActorError) and actors[i] is actor:
                             actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
-                    if record.get("task_id") is None:
-                        record["task_id"] = work.task_id(job)
-                    yield job, record
+                    if traj.task_id is None:
+                        traj.task_id = work.task_id(job)
+                    yield job, traj
         finally:
             for fut in pending:
                 fut.cancel()

@@ -1,4 +1,4 @@
-"""Streaming rollouts: trajectory records, or whole GRPO groups, handed over as soon as they are complete.
+"""Streaming rollouts: trajectories, or whole GRPO groups, handed over as soon as they are complete.
 
 ::
 
@@ -18,58 +18,18 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.faces import check_async
-from aworld_gym.core.rewards import apply_group_hooks
-from aworld_gym.rollout.engines import AsyncEngine, Engine, Work
-from aworld_gym.rollout.envs import EnvLike, env_factory, env_name, run_coroutine
+from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.rollout.engines import Engine, Work
+from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
+from aworld_gym.rollout.groups import GroupCollector, check_void_policy
 from aworld_gym.rollout.jobs import Job, plan_jobs
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.wrappers.reward_shaping import group_hooks
-
-
-class Groups:
-    """Holds a GRPO group's records until the group is complete; scores complete groups with the group reward hooks
-    (each record then says ``group_complete``: False for a group cut short, or split by a resume)."""
-
-    def __init__(self, rubric: Any, group_size: int, jobs: list[Job], todo: list[Job], hold: bool) -> None:
-        self.rubric = rubric if group_size > 1 else None
-        self.hold = hold or self.rubric is not None
-        self.size: Counter[int] = Counter(j.group for j in jobs)
-        self.expected: Counter[int] = Counter(j.group for j in todo)
-        self.held: dict[int, list[dict[str, Any]]] = {}
-        self.group_of: dict[int, int] = {}
-
-    def add(self, job: Job, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """What is ready: this record alone (nothing to group), or its whole group once it is complete."""
-        if not self.hold:
-            return [record]
-        self.group_of[id(record)] = job.group
-        held = self.held.setdefault(job.group, [])
-        held.append(record)
-        if len(held) < self.expected[job.group]:
-            return []
-        return self.held.pop(job.group)
-
-    def flush(self) -> list[list[dict[str, Any]]]:
-        """The groups still held (an interrupted run)."""
-        return [self.held.pop(key) for key in list(self.held)]
-
-    def score(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run the group hooks on ``records`` (one group, or single records when nothing is grouped)."""
-        groups: dict[int, list[dict[str, Any]]] = {}
-        for rec in records:
-            groups.setdefault(self.group_of.pop(id(rec), -1), []).append(rec)
-        if self.rubric is None:
-            return records
-        for g, members in groups.items():
-            apply_group_hooks(self.rubric, members, run_coroutine)
-            for rec in members:
-                rec["group_complete"] = len(members) == self.size[g]
-        return records
 
 
 class Rollout:
@@ -86,7 +46,12 @@ class Rollout:
         task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
         env_kwargs: ``gym.make`` kwargs (with an id).
         skip: ``(task_id, sample)`` keys already done (a resumed run).
-        grouped: hold every record until its group is complete (``stream_groups``).
+        grouped: hold every trajectory until its group is complete (``stream_groups``).
+        void_policy: ``"mask"`` (void episodes get loss weight 0), ``"retry"`` (re-run, ``retry_void`` times, then
+            masked) or ``"zero"``; see :mod:`aworld_gym.rollout.groups`.
+        retry_void: how many times a void episode is re-run (default: 2 with ``void_policy="retry"``, else 0).
+        concurrency, ray_address, ray_actors, policy_timeout_s, screenshots: build the engine when ``engine`` is a
+            name (``"async"``, ``"ray"``) or ``None``, as :func:`~aworld_gym.rollout.collect.collect` does.
     """
 
     def __init__(
@@ -102,21 +67,33 @@ class Rollout:
         env_kwargs: Mapping[str, Any] | None = None,
         skip: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
         grouped: bool = False,
+        void_policy: str = "mask",
+        retry_void: int | None = None,
+        concurrency: int | None = None,
+        ray_address: str | None = None,
+        ray_actors: int | None = None,
+        policy_timeout_s: float | None = None,
+        screenshots: str | Path | None = None,
     ) -> None:
+        from aworld_gym.rollout.collect import make_engine
+
         if episodes < 1 or group_size < 1:
             raise ValueError("episodes and group_size must be at least 1")
         if task_order not in ("cycle", "sample"):
             raise ValueError("task_order must be 'cycle' or 'sample'")
+        self.void_policy = check_void_policy(void_policy)
+        self.retry_void = (2 if void_policy == "retry" else 0) if retry_void is None else int(retry_void)
+        self.engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
         self.env, self.make = env, env_factory(env, env_kwargs)
         self.policy = policy_factory(policy, env)
-        self.engine = engine if engine is not None else AsyncEngine()
         self.episodes, self.group_size, self.seed, self.task_order = episodes, group_size, seed, task_order
         self.skip, self.grouped = skip, grouped
         self.probe: Any = None
         self.env_id = env if isinstance(env, str) else ""
         self.jobs: list[Job] = []
         self.todo: list[Job] = []
-        self.groups: Groups | None = None
+        self.groups: GroupCollector | None = None
+        self.hold = grouped
 
     def open(self) -> Rollout:
         """Make a probe env (validates the config, tells the tasks), plan the jobs. Idempotent."""
@@ -131,7 +108,15 @@ class Rollout:
             self.jobs = plan_jobs(len(tasks), self.episodes, self.group_size, self.seed, self.task_order)
             self.todo = [j for j in self.jobs if (tasks[j.task_index].id, j.sample) not in self.skip]
             rubric = group_hooks(self.probe)
-            self.groups = Groups(rubric, self.group_size, self.jobs, self.todo, self.grouped)
+            if self.group_size == 1:
+                rubric = None
+            self.hold = self.grouped or rubric is not None
+            sizes: dict[int, int] = {}
+            for j in self.jobs:
+                sizes[j.group] = sizes.get(j.group, 0) + 1
+            self.groups = GroupCollector(rubric, self.void_policy, sizes if rubric is not None else None)
+            for j in self.todo:
+                self.groups.expect(j.group if self.hold else j.index)
         except BaseException:
             self.close()
             raise
@@ -142,22 +127,22 @@ class Rollout:
         if probe is not None:
             probe.close()
 
-    async def items(self) -> AsyncIterator[list[dict[str, Any]]]:
-        """Lists of records as they become ready: single records, or whole groups when grouped or scored."""
+    async def items(self) -> AsyncIterator[list[Trajectory]]:
+        """Lists of trajectories as they become ready: single ones, or whole groups when grouped or scored."""
         self.open()
         assert self.groups is not None
         if getattr(self.engine, "name", "") == "ray":
             self.close()  # the driver's own servers are not what the actors use
-        work = Work(self.env_id, self.make, self.policy, self.todo, self.task_ids)
+        work = Work(self.env_id, self.make, self.policy, self.todo, self.task_ids, retry_void=self.retry_void)
         groups = self.groups
         run = self.engine.run(work)
         try:
-            async for job, record in run:
-                ready = groups.add(job, record)
-                if ready and groups.rubric is not None:
-                    ready = await asyncio.to_thread(groups.score, ready)  # a slow (async) hook: off the loop
-                elif ready:
-                    groups.score(ready)  # forgets which group the records were in
+            async for job, traj in run:
+                key = job.group if self.hold else job.index
+                if groups.rubric is not None:  # a slow (async) hook: off the loop
+                    ready = await asyncio.to_thread(groups.add, key, traj)
+                else:
+                    ready = groups.add(key, traj)
                 if ready:
                     yield ready
         finally:
@@ -192,8 +177,8 @@ def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None)
     return lambda: policy  # type: ignore[return-value]
 
 
-async def astream(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-    """Trajectory records as episodes finish (see :class:`Rollout` for the keywords)."""
+async def astream(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[Trajectory]:
+    """Trajectories as episodes finish (see :class:`Rollout` for the keywords)."""
     items = Rollout(env, policy, **kwargs).items()
     try:
         async for ready in items:
@@ -203,7 +188,7 @@ async def astream(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[dic
         await items.aclose()  # type: ignore[attr-defined]
 
 
-async def astream_groups(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[list[dict[str, Any]]]:
+async def astream_groups(env: EnvLike, policy: Any, **kwargs: Any) -> AsyncIterator[list[Trajectory]]:
     """Complete GRPO groups (all samples of a task) as soon as each is complete (see :class:`Rollout`)."""
     items = Rollout(env, policy, grouped=True, **kwargs).items()
     try:
@@ -316,7 +301,7 @@ class Stream:
 
 
 def stream(env: EnvLike, policy: Any, *, buffer: int = 1, **kwargs: Any) -> Stream:
-    """Trajectory records as episodes finish, as a plain iterator (see :class:`Rollout` for the keywords)."""
+    """Trajectories as episodes finish, as a plain iterator (see :class:`Rollout` for the keywords)."""
     return Stream(lambda: astream(env, policy, **kwargs), buffer)
 
 

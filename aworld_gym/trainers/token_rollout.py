@@ -1,228 +1,171 @@
-"""Token-in/token-out multi-turn episodes: what the trainer adapters (TRL, verl) train on.
+"""Token-exact episodes in batches, for trainers that generate a whole batch at once (TRL's ``rollout_func``).
 
-Multi-turn RL goes wrong silently when the conversation is re-tokenised between turns: the ids the trainer
-scores are then not the ids the model sampled. Here the model's ids are kept exactly as sampled, and only the
-environment's turns (tool responses and feedback, rendered by the tokenizer's chat template) are tokenised, and
-appended as ids with mask 0. The next turn is generated from ``prompt_ids + completion_ids`` — never from a
-re-rendered text.
-
-:class:`ChatTokens` renders the env's messages with the chat template; :class:`TokenEpisode` drives one episode's
-token bookkeeping (budget, masks, logprobs, rewards) and is shared by the sync (TRL) and async (verl) adapters.
+Each episode is the episode driver in token mode (:mod:`aworld_gym.rollout.tokens`), one coroutine per episode on
+a loop of its own; a batcher gathers their generation requests, and when every unfinished episode is waiting for
+its next turn, the trainer's thread generates them in one batch (lock-step turns: one ``generate`` call per turn
+for the whole batch, on the caller's thread, where the model and the distributed state live).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-import logging
+import queue
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_gym.core.episode import require_text
+from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.rollout.driver import run_episode
+from aworld_gym.rollout.pool import EnvPool, run_pooled
+from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode, new_env_messages
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "ChatTokens",
+    "Generate",
+    "TokenMode",
+    "adhoc_task",
+    "new_env_messages",
+    "prompt_text",
+    "run_token_batch",
+    "scripted_episode",
+    "token_episodes",
+]
 
-# (inputs: token id lists, max_new_tokens) -> one (sampled ids, their logprobs or None) per input
-Generate = Callable[[list[list[int]], int], list[tuple[list[int], list[float] | None]]]
-
-_PROBE = [{"role": "user", "content": "aworld-probe-user"}, {"role": "assistant", "content": "aworld-probe-reply"}]
-
-
-def _ids(out: Any) -> list[int]:
-    """``apply_chat_template(tokenize=True)`` returns a list or a BatchEncoding depending on the version."""
-    if isinstance(out, dict) or hasattr(out, "keys"):
-        out = out["input_ids"]
-    if out and isinstance(out[0], list):
-        out = out[0]
-    return [int(i) for i in out]
+Reply = Callable[[Any, BaseException | None], None]
 
 
-class ChatTokens:
-    """Token ids of an env's conversation under a tokenizer's chat template.
+class Batcher:
+    """Generation requests of a batch's episodes (on their loop), handed to the trainer's thread in one batch when
+    every unfinished episode is waiting."""
 
-    ``env_turn_ids(messages)`` gives the ids that follow the model's end-of-turn token when the env answers with
-    ``messages`` (tool results, feedback): the template's closing after the end-of-turn token, the env's turn and
-    the next generation prompt. It is found by rendering a fixed probe conversation with and without those
-    messages, which needs a prefix-preserving template (Qwen3's is; checked once).
+    def __init__(self, n: int, requests: queue.Queue[Any]) -> None:
+        self.active, self.requests = n, requests
+        self.waiting: dict[int, tuple[list[int], int, asyncio.Future[Any]]] = {}
+
+    async def generate(self, i: int, ids: list[int], max_new: int) -> Any:
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting[i] = (ids, max_new, fut)
+        self._flush()
+        return await fut
+
+    def done(self) -> None:
+        self.active -= 1
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.waiting and len(self.waiting) >= self.active:
+            batch = sorted(self.waiting.items())
+            self.waiting = {}
+            loop = asyncio.get_running_loop()
+
+            def reply(outs: Any, err: BaseException | None) -> None:
+                for k, (_, (_, _, fut)) in enumerate(batch):
+                    if err is not None:
+                        fut.set_exception(err)
+                    else:
+                        fut.set_result(outs[k])
+
+            inputs = [ids for _, (ids, _, _) in batch]
+            max_new = max(m for _, (_, m, _) in batch)
+            self.requests.put((inputs, max(max_new, 1), lambda o, e: loop.call_soon_threadsafe(reply, o, e)))
+        elif self.active <= 0:
+            self.requests.put(None)
+
+
+def run_token_batch(
+    pool: EnvPool,
+    options: Sequence[dict[str, Any]],
+    mode: Callable[[Callable[..., Any]], TokenMode],
+    generate: Generate,
+    *,
+    loop: asyncio.AbstractEventLoop,
+    env_id: str = "",
+    groups: Sequence[str | None] | None = None,
+    retry_void: int = 0,
+    any_active: Callable[[int], bool] | None = None,
+) -> list[Trajectory]:
+    """Run one token-mode episode per entry of ``options`` on envs of ``pool``, the episodes on ``loop`` (a loop
+    running in another thread, where the envs' sessions live) and every generation on this thread.
+
+    Args:
+        mode: ``episode's generate -> TokenMode`` (the chat template, budget and context limit of the run).
+        generate: the batch backend ``(inputs, max_new_tokens) -> [(ids, logprobs)]``.
+        any_active: ``any_active(n_local)`` decides whether another turn's ``generate`` runs (distributed trainers:
+            every process joins each generate call while any process has an unfinished episode).
     """
+    requests: queue.Queue[Any] = queue.Queue()
+    n = len(options)
+    failure: list[BaseException] = []
 
-    def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.kwargs = dict(chat_template_kwargs or {})
-        self.eos_token = tokenizer.eos_token
-        self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
-        base = self._render(_PROBE, generation_prompt=False)
-        cut = base.rfind(self.eos_token)
-        if cut < 0:
-            raise ValueError(
-                f"the chat template does not end an assistant turn with the tokenizer's eos token {self.eos_token!r}; "
-                "set tokenizer.eos_token to the end-of-turn token (Qwen3: <|im_end|>)"
-            )
-        self._base = base
-        self._closing = base[cut + len(self.eos_token) :]  # e.g. "\n" after <|im_end|>, not generated by the model
+    async def main() -> list[Trajectory]:
+        batcher = Batcher(n, requests)
 
-    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt, **self.kwargs
-        )
+        async def one(i: int) -> Trajectory:
+            async def gen(ids: list[int], max_new: int) -> Any:
+                return await batcher.generate(i, ids, max_new)
 
-    def encode(self, text: str) -> list[int]:
-        return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
+            try:
+                return await run_pooled(pool, None, env_id=env_id, options=dict(options[i]), sample=i,
+                                        group=groups[i] if groups else None, tokens=mode(gen),
+                                        retry_void=retry_void)  # fmt: skip
+            finally:
+                batcher.done()
 
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        if n == 0:
+            requests.put(None)
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
 
-    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        """The conversation so far plus the generation prompt."""
-        require_text(messages, "token-exact training (a text chat template)")
-        out = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **self.kwargs)
-        return _ids(out)
-
-    def env_turn_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        require_text(messages, "token-exact training (a text chat template)")
-        full = self._render([*_PROBE, *messages], generation_prompt=True)
-        if not full.startswith(self._base):
-            raise ValueError(
-                "the chat template is not prefix-preserving: appending the env's messages changed how earlier "
-                "turns render, so token-exact multi-turn rollouts are impossible with it"
-            )
-        return self.encode(self._closing + full[len(self._base) :])
-
-
-@dataclass
-class TokenEpisode:
-    """One episode as token ids: the prompt, then model ids (mask 1) and env ids (mask 0) up to a budget.
-
-    Use: ``ids = ep.start(obs_messages)``; then, per turn, ``text = ep.add_model_turn(ids, logprobs)``; if ``text``
-    is not None step the env with it and call ``ep.add_env_turn(...)``; repeat while ``not ep.done``.
-    """
-
-    chat: ChatTokens
-    max_completion_tokens: int
-    prompt_ids: list[int] = field(default_factory=list)
-    completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    reward: float = 0.0
-    components: dict[str, float] = field(default_factory=dict)
-    score: float | None = None
-    num_turns: int = 0
-    env_turns: int = 0
-    done: bool = False
-    truncation_reason: str | None = None
-    terminated: bool = False
-    task_id: str | None = None
-    actions: list[str] = field(default_factory=list)
-
-    def start(self, messages: list[dict[str, Any]], task_id: str | None = None) -> list[int]:
-        self.prompt_ids = self.chat.prompt_ids(messages)
-        self.task_id = task_id
-        return self.prompt_ids
-
-    @property
-    def remaining(self) -> int:
-        return self.max_completion_tokens - len(self.completion_ids)
-
-    def generation_input(self) -> list[int]:
-        return self.prompt_ids + self.completion_ids
-
-    def add_model_turn(self, ids: list[int], logprobs: list[float] | None) -> str | None:
-        """Append the model's sampled ids (cut after its first end-of-turn token and at the budget).
-
-        Returns the turn's text for ``env.step``, or ``None`` when the budget ran out before the turn ended (the
-        episode is then over, truncated with ``token_budget``).
-        """
-        ids = [int(i) for i in ids]
-        lps = [float(x) for x in logprobs] if logprobs is not None else [0.0] * len(ids)
-        if self.chat.eos_id in ids:
-            end = ids.index(self.chat.eos_id) + 1
-            ids, lps = ids[:end], lps[:end]
-        ended = bool(ids) and ids[-1] == self.chat.eos_id
-        if len(ids) > self.remaining:
-            ids, lps, ended = ids[: self.remaining], lps[: self.remaining], False
-        self.completion_ids += ids
-        self.logprobs += lps
-        self.mask += [1] * len(ids)
-        self.num_turns += 1
-        text = self.chat.decode(ids[:-1] if ended else ids)
-        self.actions.append(text)
-        if not ended and self.remaining <= 0:
-            self.done, self.truncation_reason = True, "token_budget"
-            return None
-        if not ended:
-            # The backend stopped without an end-of-turn token (a stop string, or a max_tokens below our budget):
-            # close the turn ourselves, as an env token (the model did not sample it).
-            self._append_env([self.chat.eos_id])
-        return text
-
-    def add_env_turn(
-        self, messages: list[dict[str, Any]], reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
-    ) -> None:
-        """Record the env's answer to the last turn; append its tokens unless the episode is over."""
-        self.reward += float(reward)
-        for k, v in (info.get("reward_components") or {}).items():
-            self.components[k] = self.components.get(k, 0.0) + float(v)
-        if info.get("score") is not None:
-            self.score = float(info["score"])
-        if terminated or truncated:
-            self.done, self.terminated = True, bool(terminated)
-            self.truncation_reason = info.get("truncation_reason") if truncated else None
-            return
-        self._append_env(self.chat.env_turn_ids(messages))
-        self.env_turns += 1
-        if self.remaining <= 0:
-            self.done, self.truncation_reason = True, "token_budget"
-
-    def step(self, env: Any, text: str) -> None:
-        """Step ``env`` with the model's turn ``text`` and record its answer; an env that raises ends the episode
-        with ``env_crash`` (the batch goes on)."""
-        before = len(env.unwrapped.messages)
+    fut = asyncio.run_coroutine_threadsafe(main(), loop)
+    while True:
+        item = requests.get()
+        if item is None:
+            break
+        inputs, max_new, reply = item
+        if any_active is not None:
+            any_active(len(inputs))  # every process joins the same number of collective calls
         try:
-            out = env.step(text)
-        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
-            out = exc
-        self._stepped(env, before, out)
+            outs, err = generate(inputs, max_new), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the episodes, then raised here
+            outs, err = None, exc
+            failure.append(exc)
+        reply(outs, err)
+    trajectories = fut.result()
+    while any_active is not None and any_active(0):
+        generate([], 1)  # other processes still have episodes: join their generate calls
+    if failure:
+        raise failure[0]  # the trainer's own model failed: a bug to see, not an episode to mask
+    return trajectories
 
-    async def astep(self, env: Any, text: str) -> None:
-        """Async :meth:`step` through the outermost env's ``astep`` (many episodes on one event loop)."""
-        before = len(env.unwrapped.messages)
-        try:
-            out = await env.astep(text)
-        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
-            out = exc
-        self._stepped(env, before, out)
 
-    def _stepped(self, env: Any, before: int, out: Any) -> None:
-        if isinstance(out, BaseException):
-            logger.warning("env step failed: %r", out)
-            self.fail("env_crash")
-            return
-        _, reward, term, trunc, info = out
-        self.add_env_turn(new_env_messages(env, before + 1), float(reward), term, trunc, info)
+def token_episodes(
+    make: Callable[[], Any], options: Sequence[dict[str, Any]], chat: ChatTokens, generate: Generate, budget: int,
+    **mode: Any,
+) -> list[Trajectory]:  # fmt: skip
+    """:func:`run_token_batch` with a pool and a loop of its own, both closed after (evaluation, tests);
+    ``mode``: :class:`~aworld_gym.rollout.tokens.TokenMode`'s keywords (``max_model_len``, ...)."""
+    from aworld_gym.mcp.loop import BackgroundLoop
 
-    def fail(self, reason: str) -> None:
-        """End the episode on an infrastructure failure (the env raised)."""
-        self.done, self.truncation_reason = True, reason
+    pool, bg = EnvPool(make), BackgroundLoop()
+    try:
+        return run_token_batch(pool, options, lambda gen: TokenMode(chat, gen, budget, **mode), generate, loop=bg.loop)
+    finally:
+        asyncio.run_coroutine_threadsafe(pool.aclose(), bg.loop).result(timeout=120)
+        bg.loop.call_soon_threadsafe(bg.loop.stop)
 
-    def _append_env(self, ids: list[int]) -> None:
-        ids = ids[: max(self.remaining, 0)]
-        self.completion_ids += ids
-        self.logprobs += [0.0] * len(ids)
-        self.mask += [0] * len(ids)
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "env_reward": self.reward,
-            "task_score": self.score if self.score is not None else 0.0,
-            "reward_components": dict(self.components),
-            "num_turns": self.num_turns,
-            "truncation_reason": self.truncation_reason or "",
-            "terminated": self.terminated,
-        }
+def scripted_episode(
+    env: Any, chat: ChatTokens, actions: list[str], options: dict[str, Any] | None = None, budget: int = 1024
+) -> Trajectory:
+    """A token-mode episode whose model turns are given texts (each closed with the eos token): demonstrations for
+    supervised warm starts, and rollouts with known token ids for tests."""
+    turns = iter(actions)
+
+    def generate(ids: list[int], max_new: int) -> tuple[list[int], None]:
+        text = next(turns, None)
+        return ([*chat.encode(text), chat.eos_id] if text is not None else [chat.eos_id]), None
+
+    return run_episode(env, options=options or {}, tokens=TokenMode(chat, generate, budget))
 
 
 def prompt_text(prompt: Any) -> str:
@@ -237,71 +180,3 @@ def prompt_text(prompt: Any) -> str:
 def adhoc_task(text: str) -> dict[str, Any]:
     """A task without a reference answer for a prompt that is not one of the env's tasks (stable id)."""
     return {"id": "adhoc-" + hashlib.sha1(text.encode()).hexdigest()[:12], "prompt": text}
-
-
-def new_env_messages(env: Any, before: int) -> list[dict[str, Any]]:
-    """The messages the env added in its last step after the model's own (assistant) message."""
-    msgs = env.unwrapped.messages[before:]
-    return [m for m in msgs if m.get("role") != "assistant"]
-
-
-def scripted_episode(
-    env: Any, chat: ChatTokens, actions: list[str], options: dict[str, Any] | None = None, budget: int = 1024
-) -> TokenEpisode:
-    """A token episode whose model turns are given texts (each closed with the eos token): demonstrations for
-    supervised warm starts, and rollouts with known token ids for tests."""
-    ep = TokenEpisode(chat, budget)
-    _, info = env.reset(options=options or {})
-    ep.start(env.unwrapped.messages, info.get("task_id"))
-    for action in actions:
-        if ep.done:
-            break
-        text = ep.add_model_turn([*chat.encode(action), chat.eos_id], None)
-        if text is None:
-            break
-        ep.step(env, text)
-    return ep
-
-
-def run_token_episodes(
-    envs: Sequence[Any],
-    options: Sequence[dict[str, Any]],
-    chat: ChatTokens,
-    generate: Generate,
-    budget: int,
-    *,
-    pool: Executor | None = None,
-    any_active: Callable[[int], bool] | None = None,
-) -> list[TokenEpisode]:
-    """Run one episode per env in lock-step turns: each turn generates for every unfinished episode in one
-    batch, then steps their envs (concurrently in ``pool``).
-
-    ``any_active(n_local)`` decides whether another turn runs (distributed trainers: every process must join each
-    generate call while any process has an unfinished episode); the default is ``n_local > 0``.
-    """
-    run = pool.map if pool is not None else map
-    episodes = [TokenEpisode(chat, budget) for _ in envs]
-
-    def start(i: int) -> None:
-        _, info = envs[i].reset(options=dict(options[i]))
-        episodes[i].start(envs[i].unwrapped.messages, info.get("task_id"))
-
-    list(run(start, range(len(envs))))
-
-    def step(item: tuple[int, str]) -> None:
-        i, text = item
-        episodes[i].step(envs[i], text)
-
-    while True:
-        active = [i for i, ep in enumerate(episodes) if not ep.done]
-        if not (any_active(len(active)) if any_active is not None else active):
-            break
-        max_new = max((episodes[i].remaining for i in active), default=1)
-        outs = generate([episodes[i].generation_input() for i in active], max(max_new, 1))
-        steps = []
-        for i, (ids, lps) in zip(active, outs, strict=True):
-            text = episodes[i].add_model_turn(ids, lps)
-            if text is not None:
-                steps.append((i, text))
-        list(run(step, steps))
-    return episodes

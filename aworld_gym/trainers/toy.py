@@ -120,7 +120,7 @@ def warm_start(model: Any, episodes: list[Any], steps: int = 200, lr: float = 3e
     losses = []
     for _ in range(steps):
         batch = rng.sample(episodes, min(batch_size, len(episodes)))
-        seqs = [ep.prompt_ids + ep.completion_ids for ep in batch]
+        seqs = [ep.tokens.prompt_ids + ep.tokens.completion_ids for ep in batch]
         width = max(len(s) for s in seqs)
         ids = torch.zeros(len(batch), width, dtype=torch.long)
         labels = torch.full((len(batch), width), -100, dtype=torch.long)
@@ -128,8 +128,8 @@ def warm_start(model: Any, episodes: list[Any], steps: int = 200, lr: float = 3e
         for i, (ep, seq) in enumerate(zip(batch, seqs, strict=True)):
             ids[i, : len(seq)] = torch.tensor(seq)
             attn[i, : len(seq)] = 1
-            start = len(ep.prompt_ids)
-            for j, m in enumerate(ep.mask):
+            start = len(ep.tokens.prompt_ids)
+            for j, m in enumerate(ep.tokens.mask):
                 if m:
                     labels[i, start + j] = seq[start + j]
         loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
@@ -147,23 +147,22 @@ def evaluate(model: Any, tokenizer: Any, env_kwargs: dict[str, Any], episodes: i
     import gymnasium as gym
     import torch
 
-    from aworld_gym.trainers.token_rollout import ChatTokens, run_token_episodes
+    from aworld_gym.trainers.token_rollout import ChatTokens, token_episodes
     from aworld_gym.trainers.trl import model_generate
 
     torch.manual_seed(seed)
-    envs = [gym.make("AWorld/MCP-v0", **env_kwargs) for _ in range(episodes)]
     was_training, checkpointing = model.training, getattr(model, "is_gradient_checkpointing", False)
     model.eval()  # sampling from a model left in training mode with gradient checkpointing gives garbage
     if checkpointing:
         model.gradient_checkpointing_disable()
     try:
-        tasks = envs[0].unwrapped.tasks
+        probe = gym.make("AWorld/MCP-v0", **env_kwargs)
+        tasks = probe.unwrapped.tasks
+        probe.close()
         options = [{"task_id": tasks[i % len(tasks)].id} for i in range(episodes)]
-        eps = run_token_episodes(envs, options, ChatTokens(tokenizer), model_generate(model, tokenizer, temperature),
-                                 budget)  # fmt: skip
+        eps = token_episodes(lambda: gym.make("AWorld/MCP-v0", **env_kwargs), options, ChatTokens(tokenizer),
+                             model_generate(model, tokenizer, temperature), budget)  # fmt: skip
     finally:
-        for env in envs:
-            env.close()
         model.train(was_training)
         if checkpointing:
             model.gradient_checkpointing_enable()

@@ -20,20 +20,17 @@ import atexit
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.trajectory import Trajectory, void_counts
+from aworld_gym.mcp.loop import BackgroundLoop
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
-from aworld_gym.trainers.groups import group_keys, run_group_hooks
-from aworld_gym.trainers.token_rollout import (
-    ChatTokens,
-    Generate,
-    TokenEpisode,
-    adhoc_task,
-    prompt_text,
-    run_token_episodes,
-)
+from aworld_gym.rollout.groups import GroupCollector, check_void_policy, training_rewards
+from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
+from aworld_gym.trainers.groups import group_keys
+from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text, run_token_batch
 from aworld_gym.trainers.trl_generate import hf_generate, model_generate, vllm_generate
 from aworld_gym.trainers.trl_tools import AWorldToolEnv, ensure_tool_parser, environment_factory, group_reward
 from aworld_gym.wrappers.reward_shaping import group_hooks
@@ -53,14 +50,14 @@ __all__ = [
     "make_rollout_func",
     "model_generate",
     "prompt_text",
-    "run_group_hooks",
     "task_dataset",
     "vllm_generate",
 ]
 
 logger = logging.getLogger(__name__)
 
-EXTRA_FIELDS = ("env_reward", "task_score", "reward_components", "num_turns", "truncation_reason", "task_id")
+# Per-sample fields of the rollouts (reward functions get them as keyword arguments): the Trajectory's vocabulary.
+EXTRA_FIELDS = ("reward", "score", "reward_components", "num_turns", "termination", "status", "weight", "task_id")
 
 
 # ----- datasets ------------------------------------------------------------------------------------------
@@ -91,20 +88,33 @@ def task_dataset(env_id: EnvLike, *, limit: int | None = None, **env_kwargs: Any
 
 
 # ----- reward functions ----------------------------------------------------------------------------------
-def env_reward(completions: Sequence[Any], env_reward: Sequence[float] | None = None, **_: Any) -> list[float]:
-    """The episode return computed by the env (task score plus its shaping components)."""
-    if env_reward is None:
-        raise ValueError("env_reward needs the rollouts of make_rollout_func (the env_reward field is missing)")
-    return [float(r) for r in env_reward]
+def _masked(values: list[float], weight: Sequence[float] | None) -> list[float | None]:
+    """``None`` for masked (void) samples: TRL then leaves them out of their group's baseline (advantage 0)."""
+    if weight is None:
+        return list(values)
+    return [v if float(w) > 0 else None for v, w in zip(values, weight, strict=True)]
+
+
+def env_reward(
+    completions: Sequence[Any], reward: Sequence[float] | None = None, weight: Sequence[float] | None = None, **_: Any
+) -> list[float | None]:
+    """The episode return computed by the env (task score plus its shaping components); ``None`` for a void
+    episode (infrastructure's fault), which TRL leaves out of the group's baseline and the loss."""
+    if reward is None:
+        raise ValueError("env_reward needs the rollouts of make_rollout_func (the reward field is missing)")
+    return _masked([float(r) for r in reward], weight)
 
 
 def component_reward(name: str) -> Callable[..., list[float]]:
     """A reward function for one component of the env's reward (e.g. ``"task_score"``, ``"format_penalty"``)."""
 
-    def reward(completions: Sequence[Any], reward_components: Sequence[dict] | None = None, **_: Any) -> list[float]:
+    def reward(
+        completions: Sequence[Any], reward_components: Sequence[dict] | None = None,
+        weight: Sequence[float] | None = None, **_: Any,
+    ) -> list[float | None]:  # fmt: skip
         if reward_components is None:
             raise ValueError(f"{name}: the reward_components field of make_rollout_func is missing")
-        return [float((c or {}).get(name, 0.0)) for c in reward_components]
+        return _masked([float((c or {}).get(name, 0.0)) for c in reward_components], weight)
 
     reward.__name__ = f"aworld_{name}"
     return reward
@@ -121,39 +131,39 @@ class AWorldRolloutFunc:
         *,
         max_workers: int = 8,
         generate: Callable[[Any], Generate] | None = None,
+        void_policy: str = "mask",
+        retry_void: int | None = None,
+        max_model_len: int | None = None,
+        max_new_tokens: int | None = None,
+        overflow_reward: float = 0.0,
     ) -> None:
         self.make = env_factory(env_id, env_kwargs)
         self.env_id, self.env_kwargs = env_name(env_id), env_kwargs
-        self.max_workers = max_workers
+        self.pool = EnvPool(self.make, max_idle=max(max_workers, 64))
         self.make_generate = generate
-        self._envs: list[Any] = []
+        self.void_policy = check_void_policy(void_policy)
+        self.retry_void = (2 if void_policy == "retry" else 0) if retry_void is None else int(retry_void)
+        self.max_model_len, self.max_new_tokens, self.overflow_reward = max_model_len, max_new_tokens, overflow_reward
+        self._loop: BackgroundLoop | None = None  # the envs' sessions live on this loop, call after call
         self._by_prompt: dict[str, str] | None = None
         self._chat: ChatTokens | None = None
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="aworld-rollout")
         self._warned_adhoc = False
-        self.last_episodes: list[TokenEpisode] = []
+        self.last_trajectories: list[Trajectory] = []
         _live.add(self)
 
-    # The envs and the thread pool live as long as this object (the trainer holds it).
+    # The envs and their loop live as long as this object (the trainer holds it).
     def close(self) -> None:
-        for env in self._envs:
-            try:
-                env.close()
-            except Exception as exc:  # noqa: BLE001 - closing must go on for the others
-                logger.warning("closing %s failed: %r", self.env_id, exc)
-        self._envs = []
-        self._pool.shutdown(wait=False)
+        if self._loop is not None:
+            import asyncio
 
-    def _env(self, i: int) -> Any:
-        while len(self._envs) <= i:
-            self._envs.append(self.make())
-        return self._envs[i]
+            asyncio.run_coroutine_threadsafe(self.pool.aclose(), self._loop.loop).result(timeout=120)
+        self.pool.close()
 
     def _task_of(self, prompt: Any) -> dict[str, Any]:
         """reset() options for a prompt: its task id when the prompt is one of the env's tasks."""
         text = prompt_text(prompt)
         if self._by_prompt is None:
-            env = self._env(0).unwrapped
+            env = self.pool.peek().unwrapped
             self._by_prompt = {}
             for task in env.tasks:
                 self._by_prompt.setdefault(env.render_prompt(task).strip(), task.id)
@@ -183,30 +193,28 @@ class AWorldRolloutFunc:
         else:
             generate = hf_generate(trainer)
         budget = int(trainer.max_completion_length)
-        envs = [self._env(i) for i in range(len(prompts))]
         options = [self._task_of(p) for p in prompts]
+        keys = group_keys(prompts, getattr(trainer, "num_generations", None))
         accelerator = getattr(trainer, "accelerator", None)
-        episodes = run_token_episodes(
-            envs,
-            options,
-            chat,
-            generate,
-            budget,
-            pool=self._pool,
-            any_active=lambda n: self._any_active(accelerator, n),
-        )
-        self.last_episodes = episodes
-        summaries = [ep.summary() for ep in episodes]
-        run_group_hooks(group_hooks(envs[0]), summaries, group_keys(prompts, getattr(trainer, "num_generations", None)))
-        out: dict[str, Any] = {
-            "prompt_ids": [ep.prompt_ids for ep in episodes],
-            "completion_ids": [ep.completion_ids for ep in episodes],
-            "logprobs": [ep.logprobs for ep in episodes],
-            "env_mask": [ep.mask for ep in episodes],
-        }
-        for key in EXTRA_FIELDS:
-            out[key] = [s[key] for s in summaries]
-        return out
+        if self._loop is None:
+            self._loop = BackgroundLoop()
+
+        def mode(gen: Callable[..., Any]) -> TokenMode:
+            return TokenMode(chat, gen, budget, max_new_tokens=self.max_new_tokens, max_model_len=self.max_model_len,
+                             overflow_reward=self.overflow_reward)  # fmt: skip
+
+        trajectories = run_token_batch(
+            self.pool, options, mode, generate, loop=self._loop.loop, env_id=self.env_id, groups=keys,
+            retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n),
+        )  # fmt: skip
+        self.last_trajectories = trajectories
+        collector = GroupCollector(group_hooks(self.pool.peek()), self.void_policy)
+        for key in keys:
+            collector.expect(key)
+        for key, traj in zip(keys, trajectories, strict=True):
+            collector.add(key, traj)
+        _log_void(trainer, trajectories)
+        return batch_of(trajectories, chat, prompts)
 
     @staticmethod
     def _any_active(accelerator: Any, n: int) -> bool:
@@ -216,6 +224,47 @@ class AWorldRolloutFunc:
 
         total = accelerator.gather(torch.tensor([n], device=accelerator.device)).sum().item()
         return total > 0
+
+
+def batch_of(trajectories: list[Trajectory], chat: ChatTokens, prompts: Sequence[Any]) -> dict[str, Any]:
+    """TRL's rollout batch: the token data (a masked, void sample: every completion token has ``env_mask`` 0) and the
+    Trajectory's fields for the reward functions (``weight`` 0 makes :func:`env_reward` return ``None``)."""
+    out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+    rewards = training_rewards(trajectories)
+    for traj, prompt, reward in zip(trajectories, prompts, rewards, strict=True):
+        tokens = traj.tokens
+        prompt_ids = list(tokens.prompt_ids) if tokens is not None else []
+        completion = list(tokens.completion_ids) if tokens is not None else []
+        if not prompt_ids:  # the env never started: the dataset's prompt, and one masked token
+            prompt_ids = chat.prompt_ids([{"role": "user", "content": prompt_text(prompt)}])
+        if not completion:
+            completion, logprobs, mask = [chat.eos_id], [0.0], [0]
+        else:
+            logprobs, mask = list(tokens.logprobs), list(tokens.mask)  # type: ignore[union-attr]
+        if traj.weight <= 0:
+            mask = [0] * len(completion)
+        out["prompt_ids"].append(prompt_ids)
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+        rec = traj.to_record()
+        rec["reward"] = reward
+        for key in EXTRA_FIELDS:
+            out.setdefault(key, []).append(rec.get(key))
+    return out
+
+
+def _log_void(trainer: Any, trajectories: list[Trajectory]) -> None:
+    """``void/rate`` and ``void/<kind>`` to the trainer's logger (TRL's ``_log_metric``, averaged over ranks)."""
+    log = getattr(trainer, "_log_metric", None)
+    if log is None:
+        return
+    for name, value in void_counts(trajectories).items():
+        try:
+            log(name, float(value))
+        except Exception:
+            logger.debug("logging %s failed", name, exc_info=True)
+            return
 
 
 _live: weakref.WeakSet[AWorldRolloutFunc] = weakref.WeakSet()
@@ -228,22 +277,33 @@ def _close_all() -> None:
 
 
 def make_rollout_func(
-    env_id: EnvLike, *, max_workers: int = 8, generate: Callable[[Any], Generate] | None = None, **env_kwargs: Any
-) -> AWorldRolloutFunc:
+    env_id: EnvLike, *, max_workers: int = 8, generate: Callable[[Any], Generate] | None = None,
+    void_policy: str = "mask", retry_void: int | None = None, max_model_len: int | None = None,
+    max_new_tokens: int | None = None, overflow_reward: float = 0.0, **env_kwargs: Any,
+) -> AWorldRolloutFunc:  # fmt: skip
     """A ``rollout_func`` for ``GRPOTrainer`` that runs each prompt as a multi-turn episode of ``env_id``.
 
     Args:
         env_id: a registered id (``"AWorld/Code-v0"``, ``"AWorld/MCP-v0"``...) or a zero-argument factory that
             returns an env (wrappers included: the outermost env is stepped).
-        max_workers: env steps run concurrently in this many threads.
+        max_workers: envs kept for reuse between batches (at least 64).
+        void_policy: a void episode (an infrastructure failure: ``env_crash``, ``env_error``, ``tool_timeout``) is
+            ``"mask"``-ed (every completion token gets ``env_mask`` 0 and the reward functions return ``None``, so
+            TRL leaves it out of the loss and of its group's baseline), ``"retry"``-ed (run again, ``retry_void``
+            times, default 2, then masked) or trained on as reward 0 (``"zero"``).
+        max_model_len: the model's context: a turn whose prompt plus ``max_new_tokens`` would not fit ends the
+            episode with ``context_limit`` (status ``failed``), with ``overflow_reward`` as its reward component.
+        max_new_tokens: tokens per model turn (default: what is left of ``max_completion_length``).
         generate: ``trainer -> (inputs, max_new_tokens) -> [(ids, logprobs)]``, to override the backend (the
             default is the trainer's vLLM when ``use_vllm=True``, else its HF model).
         env_kwargs: passed to ``gym.make``.
 
-    The returned dict holds ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` and the extra fields
-    ``env_reward``, ``task_score``, ``reward_components``, ``num_turns``, ``truncation_reason`` and ``task_id``
-    (reward functions receive them as keyword arguments; see :func:`env_reward`). The env's group reward hooks run
-    on the episodes of each prompt in the batch (a GRPO group) and are included in ``env_reward`` and
-    ``reward_components``.
+    The returned dict holds ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` and the Trajectory's
+    fields ``reward``, ``score``, ``reward_components``, ``num_turns``, ``termination``, ``status``, ``weight`` and
+    ``task_id`` (reward functions receive them as keyword arguments; see :func:`env_reward`). The env's group reward
+    hooks run once on the episodes of each prompt in the batch (a GRPO group; void ones left out) and are included
+    in ``reward`` and ``reward_components``. ``void/rate`` and ``void/<kind>`` go to the trainer's logs.
     """
-    return AWorldRolloutFunc(env_id, env_kwargs, max_workers=max_workers, generate=generate)
+    return AWorldRolloutFunc(env_id, env_kwargs, max_workers=max_workers, generate=generate, void_policy=void_policy,
+                             retry_void=retry_void, max_model_len=max_model_len, max_new_tokens=max_new_tokens,
+                             overflow_reward=overflow_reward)  # fmt: skip

@@ -11,8 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
-from aworld_gym.trainers.groups import run_group_hooks
+from aworld_gym.rollout.groups import check_void_policy, group_shares
 from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
 from aworld_gym.wrappers.reward_shaping import group_hooks
 
@@ -81,22 +83,20 @@ def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
 
 
 class AWorldToolEnv:
-    """Base of the classes made by :func:`environment_factory` (one env per instance)."""
+    """Base of the classes made by :func:`environment_factory` (one env per instance). TRL runs the loop; each
+    instance keeps its episode's :class:`~aworld_gym.core.trajectory.Trajectory` (``self.trajectory``), recorded
+    by the driver's own step recorder, so this face gives the same trajectory as every other."""
 
     env_id: str = ""
     env_kwargs: dict[str, Any] = {}  # noqa: RUF012 - set per generated subclass
     _make_env: Callable[[], Any] = staticmethod(lambda: None)  # type: ignore[assignment] - set per subclass
+    void_policy: str = "mask"
     ANSWER_HINT = "\n\nUse the tools as needed; when you know the final answer, call `answer` with it."
 
     def __init__(self) -> None:
         self._env = self._make_env()
-        self._over = True
-        self._return = 0.0
-        self.components: dict[str, float] = {}
-        self.turns = 0
-        self.truncation_reason: str | None = None
-        self.task_id: str | None = None
-        self.score: float | None = None
+        self.trajectory = Trajectory(self.env_id)
+        self.trajectory.end(Termination.ENV_ERROR)  # no episode yet
         _tool_envs.add(self)
 
     def reset(self, **row: Any) -> str | None:
@@ -106,16 +106,29 @@ class AWorldToolEnv:
             options["task_id"] = row["task_id"]
         else:
             options["task"] = adhoc_task(prompt_text(row.get("prompt")))
-        _, info = self._env.reset(options=options)
-        self.task_id = info.get("task_id")
-        self.score: float | None = None
-        self._over, self._return, self.components, self.turns = False, 0.0, {}, 0
-        self.truncation_reason = None
+        traj = self.trajectory = Trajectory(self.env_id, policy="trl")
+        try:
+            obs, info = self._env.reset(options=options)
+        except Exception as exc:  # noqa: BLE001 - a void episode: masked, not a crash of the trainer
+            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+            return self.ANSWER_HINT
+        traj.task_id, traj.task_meta = info.get("task_id"), dict(info.get("task_meta") or {})
+        traj.prompt = obs if isinstance(obs, str) else None
+        log = getattr(self._env.unwrapped, "turns", None)
+        if isinstance(log, list):
+            traj.turns = log
         return self.ANSWER_HINT
 
-    def get_reward(self) -> float:
-        """The episode's return: the task score when ``answer`` was called, plus the env's shaping components."""
-        return self._return
+    @property
+    def task_id(self) -> str | None:
+        return self.trajectory.task_id
+
+    def get_reward(self) -> float | None:
+        """The episode's return: the task score when ``answer`` was called, plus the env's shaping components;
+        ``None`` for a void episode (``void_policy="mask"``), which TRL leaves out of the group's baseline."""
+        if self.trajectory.void and self.void_policy != "zero":
+            return None
+        return self.trajectory.reward
 
     def answer(self, answer: str) -> str:
         """Submit the final answer to the task; this ends the episode.
@@ -134,30 +147,29 @@ class AWorldToolEnv:
         return self._act(f"<tool_call>\n{call}\n</tool_call>")
 
     def _act(self, text: str) -> str:
-        if self._over:
+        traj = self.trajectory
+        if traj.done:
             return "The episode is over; no more tool calls are accepted."
-        _, reward, term, trunc, info = self._env.step(text)
-        self.turns += 1
-        self._return += float(reward)
-        for k, v in (info.get("reward_components") or {}).items():
-            self.components[k] = self.components.get(k, 0.0) + float(v)
-        if info.get("score") is not None:
-            self.score = float(info["score"])
+        try:
+            out = self._env.step(text)
+        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode, said to the model
+            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+            return "The environment failed; the episode ends here."
+        record_step(traj, text, out, 0.0, 0.0, own=not isinstance(getattr(self._env.unwrapped, "turns", None), list))
+        info = out[4]
         # what the model is shown of each call (a task's note after the last one, e.g. the page now, included)
         log = getattr(self._env.unwrapped, "turns", None)
         shown = [m["content"] for m in log[-1]["messages"] if m["role"] == "tool"] if log else []
         results = info.get("tool_results") or []
         if not shown:
             shown = [r["text"] for r in results]
-        out = "\n".join(shown) if shown else (info.get("action_error") or "")
-        if term or trunc:
-            self._over = True
-            self.truncation_reason = info.get("truncation_reason")
+        result = "\n".join(shown) if shown else (info.get("action_error") or "")
+        if traj.done:
             if info.get("answer") is not None:
-                out = "Your final answer was recorded."
+                result = "Your final answer was recorded."
             else:
-                out = (out + "\n" if out else "") + f"The episode ended ({self.truncation_reason})."
-        return out
+                result = (result + "\n" if result else "") + f"The episode ended ({traj.termination})."
+        return result
 
 
 _tool_envs: weakref.WeakSet[AWorldToolEnv] = weakref.WeakSet()
@@ -172,7 +184,7 @@ def _close_tool_envs() -> None:
             pass
 
 
-def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEnv]:
+def environment_factory(env_id: EnvLike, *, void_policy: str = "mask", **env_kwargs: Any) -> type[AWorldToolEnv]:
     """A class for ``GRPOTrainer(environment_factory=...)``: one instance per rollout, the env's MCP tools as
     typed, documented methods, ``answer(answer)`` to finish, ``reset(**row)`` and ``get_reward()``.
 
@@ -186,7 +198,8 @@ def environment_factory(env_id: EnvLike, **env_kwargs: Any) -> type[AWorldToolEn
         name = env_name(env_id, probe)
     finally:
         probe.close()
-    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "_make_env": staticmethod(make)}
+    namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "_make_env": staticmethod(make),
+                                 "void_policy": check_void_policy(void_policy)}  # fmt: skip
     reserved = set(dir(AWorldToolEnv))
     for schema in schemas:
         tool = schema["function"]["name"]
@@ -218,19 +231,21 @@ def ensure_tool_parser(tokenizer: Any) -> Any:
         return tokenizer
 
 
-def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
-    """A TRL reward function for ``environment_factory`` training: the env's group reward hooks, run on the
-    rollouts of each task in the batch (a GRPO group), each hook seeing every rollout's return and components as
-    the other adapters do. Add it to ``reward_funcs`` next to the env's ``get_reward``: it returns only the group
-    part."""
+def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any) -> list[float | None]:
+    """A TRL reward function for ``environment_factory`` training: the env's group reward hooks, run once on the
+    rollouts of each task in the batch (a GRPO group; void ones left out and given ``None``), each hook seeing every
+    rollout's Trajectory record as the other faces do. Add it to ``reward_funcs`` next to the env's ``get_reward``:
+    it returns only the group part."""
     if environments is None:
         raise ValueError("group_reward needs GRPOTrainer(environment_factory=...): the environments are missing")
     rubric = group_hooks(environments[0]._env) if environments else None
-    summaries = [
-        {"env_reward": e.get_reward(), "task_score": e.score or 0.0, "reward_components": dict(e.components),
-         "task_id": e.task_id, "num_turns": e.turns, "truncation_reason": e.truncation_reason or ""}
-        for e in environments
-    ]  # fmt: skip
-    before = [s["env_reward"] for s in summaries]
-    run_group_hooks(rubric, summaries, [str(e.task_id) for e in environments])
-    return [float(s["env_reward"]) - b for s, b in zip(summaries, before, strict=True)]
+    out: list[float | None] = [None if e.trajectory.void else 0.0 for e in environments]
+    by_task: dict[str, list[int]] = {}
+    for i, e in enumerate(environments):
+        by_task.setdefault(str(e.task_id), []).append(i)
+    for idxs in by_task.values():
+        shares = group_shares(rubric, [environments[i].trajectory for i in idxs])
+        for i, scores in zip(idxs, shares, strict=True):
+            if scores is not None:
+                out[i] = scores.total
+    return out

@@ -5,8 +5,11 @@ verl runs ``AgentLoopBase.run`` once per sample inside its agent-loop workers, w
 system prompt and first observation with the tokenizer's chat template, and then alternates: generate (the
 model's ids kept exactly as sampled, mask 1) and ``await env.astep`` (the env's answer rendered by the chat
 template and appended as ids, mask 0), until the env ends the episode or ``rollout.response_length`` tokens are
-spent. The env's summed reward is the trajectory's ``reward_score`` (verl puts it on the last token). The token
-bookkeeping is :class:`~aworld_gym.trainers.token_rollout.TokenEpisode`, the same as the TRL adapter's.
+spent. The env's summed reward is the trajectory's ``reward_score`` (verl puts it on the last token). The episode is
+the episode driver's token mode (:mod:`aworld_gym.rollout.driver`), the same loop as every other face's, on envs of
+the one env pool; GRPO groups (verl's ``uid``) are collected by the one group gate. A void sample (the env crashed,
+a server did not answer: infrastructure's fault) is masked (``response_mask`` all 0, and the group's mean reward as
+its score so the group's baseline does not move), never a silent reward 0.
 
 Select it per row (``agent_name: aworld_agent`` in the dataset) or as the default
 (``actor_rollout_ref.rollout.agent.default_agent_loop=aworld_agent``), and give the env through the agent-loop
@@ -28,61 +31,43 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
-from aworld_gym.core.rewards import add_group_scores
-from aworld_gym.rollout.envs import env_factory, env_name
-from aworld_gym.trainers.groups import gate
-from aworld_gym.trainers.token_rollout import ChatTokens, TokenEpisode, adhoc_task, prompt_text
+from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.rollout.envs import env_factory
+from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
+from aworld_gym.rollout.pool import EnvPool, run_pooled
+from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
 from aworld_gym.trainers.verl_data import AGENT_NAME
-from aworld_gym.wrappers.reward_shaping import group_hooks
 
 logger = logging.getLogger(__name__)
 
 
-class EnvPool:
-    """Envs of one worker process, reused across samples (MCP servers and browsers are not restarted per sample).
-
-    Keyed by event loop (an env's MCP sessions live on the loop that first used it; verl's worker keeps one),
-    env id and kwargs; an env whose episode crashed is closed rather than reused.
-    """
+class EnvPools:
+    """The env pools of one worker process, one per event loop, env id and kwargs (an env's MCP sessions live on
+    the loop that first used it; verl's worker keeps one)."""
 
     def __init__(self, max_idle_per_key: int = 64) -> None:
-        self._free: dict[str, list[Any]] = {}
+        self.pools: dict[str, EnvPool] = {}
         self.max_idle_per_key = max_idle_per_key
-        self.created = 0
 
-    @staticmethod
-    def key(env_id: Any, env_kwargs: Mapping[str, Any]) -> str:
+    def get(self, env_id: Any, env_kwargs: Mapping[str, Any]) -> EnvPool:
         loop = id(asyncio.get_running_loop())
         name = env_id if isinstance(env_id, str) else f"factory:{id(env_id)}"
-        return json.dumps([loop, name, env_kwargs], sort_keys=True, default=str)
+        key = json.dumps([loop, name, env_kwargs], sort_keys=True, default=str)
+        if key not in self.pools:
+            self.pools[key] = EnvPool(env_factory(env_id, env_kwargs or None), self.max_idle_per_key)
+        return self.pools[key]
 
-    async def acquire(self, env_id: Any, env_kwargs: Mapping[str, Any]) -> tuple[str, Any]:
-        """An idle env for ``env_id`` (a registered id with ``env_kwargs``, or a zero-argument factory)."""
-        key = self.key(env_id, env_kwargs)
-        free = self._free.get(key)
-        if free:
-            return key, free.pop()
-        env = await asyncio.to_thread(env_factory(env_id, env_kwargs or None))
-        self.created += 1
-        return key, env
-
-    async def release(self, key: str, env: Any, broken: bool = False) -> None:
-        if broken or len(self._free.get(key, ())) >= self.max_idle_per_key:
-            try:
-                await env.aclose()
-            except Exception:  # a broken env is dropped either way
-                logger.warning("closing an env failed", exc_info=True)
-            return
-        self._free.setdefault(key, []).append(env)
+    @property
+    def created(self) -> int:
+        return sum(p.made for p in self.pools.values())
 
     async def aclose(self) -> None:
-        envs = [e for free in self._free.values() for e in free]
-        self._free.clear()
-        for env in envs:
-            await env.aclose()
+        for pool in self.pools.values():
+            await pool.aclose()
 
 
-POOL = EnvPool()
+POOL = EnvPools()
 _CHATS: dict[int, ChatTokens] = {}
 
 
@@ -103,14 +88,6 @@ def _load_factory(spec: Any) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), attr)
-
-
-def _group_record(out: AgentLoopOutput) -> dict[str, Any]:
-    """What a group reward hook sees of one sample (the shape of a trajectory record)."""
-    f = out.extra_fields
-    return {"task_id": f["task_id"], "score": f["task_score"], "reward": out.reward_score,
-            "reward_components": dict(f["reward_components"]), "num_turns": out.num_turns,
-            "truncation_reason": f["truncation_reason"]}  # fmt: skip
 
 
 def _plain(obj: Any) -> dict[str, Any]:
@@ -147,6 +124,8 @@ class AWorldAgentLoop(AgentLoopBase):
         env_factory: instead of an id, a zero-argument factory returning an env (wrappers included), or its import
             path ``"package.module:make_env"`` (what a YAML file can hold); a row's ``extra_info.env_factory`` wins.
         env_kwargs: ``gym.make`` kwargs (merged under a row's ``extra_info.env_kwargs``), with an id only.
+        void_policy: ``"mask"`` (default), ``"retry"`` (``retry_void`` re-runs, default 2, then masked) or ``"zero"``.
+        max_model_len: the model's context: a turn that would not fit ends the episode with ``context_limit``.
     """
 
     def __init__(
@@ -155,6 +134,9 @@ class AWorldAgentLoop(AgentLoopBase):
         env_id: str | None = None,
         env_factory: Any = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        void_policy: str = "mask",
+        retry_void: int | None = None,
+        max_model_len: int | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our tools are the env's MCP servers
@@ -162,30 +144,34 @@ class AWorldAgentLoop(AgentLoopBase):
         self.env_id = env_id
         self.env_factory = env_factory
         self.env_kwargs = _plain(env_kwargs or {})
+        self.void_policy = check_void_policy(void_policy)
+        self.retry_void = (2 if void_policy == "retry" else 0) if retry_void is None else int(retry_void)
+        self.max_model_len = max_model_len
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         uid = kwargs.get("uid")
-        if uid is None:
-            return (await self._run(sampling_params, **kwargs))[0]
-        uid, groups = str(uid), gate()
-        groups.enter(uid)  # before any await: every member of this worker's group has entered when one leaves
+        groups = gate(self.void_policy) if uid is not None else None
+        if groups is not None:
+            groups.enter(str(uid))  # before any await: every member of this worker's group has entered when one leaves
         try:
-            out, rubric = await self._run(sampling_params, **kwargs)
+            traj, rubric, timing = await self._episode(sampling_params, **kwargs)
         except BaseException:
-            await groups.leave(uid, None, None)
+            if groups is not None:
+                await groups.leave(str(uid), None)
             raise
-        record = None if rubric is None else _group_record(out)
-        scores = await groups.leave(uid, record, rubric)
-        if record is not None and scores is not None:  # the env's group reward hooks, on the complete group
-            add_group_scores([record], [scores])
-            out.reward_score = record["reward"]
-            out.extra_fields.update(reward_components=record["reward_components"], env_reward=record["reward"],
-                                    group_reward_components=record["group_reward_components"])  # fmt: skip
-        return out
+        if groups is not None:
+            members = await groups.leave(str(uid), traj, rubric)  # group hooks once, on the complete group
+        else:
+            members = [traj]
+            finish_group(rubric, members, void_policy=self.void_policy)
+        reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+        return self._output(traj, reward, timing)
 
-    async def _run(self, sampling_params: dict[str, Any], **kwargs: Any) -> tuple[AgentLoopOutput, Any]:
-        """One episode; returns its output and the env's group hooks (``None``: none, or the env did not start)."""
+    async def _episode(
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> tuple[Trajectory, Any, dict[str, float]]:
+        """One episode through the driver; its trajectory, the env's group hooks and the timings."""
         extra = dict(kwargs.get("extra_info") or {})
         factory = _load_factory(extra.get("env_factory") or (None if extra.get("env_id") else self.env_factory))
         env_id = factory or extra.get("env_id") or self.env_id
@@ -195,101 +181,69 @@ class AWorldAgentLoop(AgentLoopBase):
                 "its YAML"
             )
         env_kwargs = {} if factory else {**self.env_kwargs, **_plain(extra.get("env_kwargs") or {})}
-        options = episode_options(extra, kwargs.get("raw_prompt"))
-        chat = _chat(self.tokenizer, self.apply_chat_template_kwargs)
+        pool = POOL.get(env_id, env_kwargs)
         request_id = uuid.uuid4().hex
-        timing = {"generate": 0.0, "env": 0.0}
-        episode = TokenEpisode(chat, self.response_length)
-        t = time.perf_counter()
-        started = await self._start(episode, env_id, env_kwargs, options, extra.get("seed"))
-        timing["env"] += time.perf_counter() - t
-        if isinstance(started, BaseException):
-            return self._failed(episode, started, env_name(env_id)), None
-        key, env = started
-        rubric = group_hooks(env)
+        timing = {"generate": 0.0}
         self._logprobs = self._config_logprobs()
-        broken = False
-        try:
-            while not episode.done:
-                cap = int(sampling_params.get("max_tokens") or episode.remaining)
-                params = {**sampling_params, "max_tokens": min(cap, episode.remaining)}
-                t = time.perf_counter()
-                out = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=episode.generation_input(), sampling_params=params
-                )
-                timing["generate"] += time.perf_counter() - t
-                self._logprobs = self._logprobs or out.log_probs is not None
-                text = episode.add_model_turn(list(out.token_ids), out.log_probs)
-                if text is None:
-                    break
-                t = time.perf_counter()
-                await episode.astep(env, text)
-                timing["env"] += time.perf_counter() - t
-            broken = episode.truncation_reason == "env_crash"
-        except BaseException:
-            broken = True
-            raise
-        finally:
-            await POOL.release(key, env, broken)
-        return self._output(episode, timing, env_name(env_id, env)), rubric
 
-    async def _start(
-        self, episode: TokenEpisode, env_id: Any, env_kwargs: dict[str, Any], options: dict[str, Any], seed: Any
-    ) -> tuple[str, Any] | BaseException:
-        """Reset a pooled env on the row's task (a second try on a fresh env); the error if both fail."""
-        error: BaseException | None = None
-        for _ in range(2):
-            try:
-                key, env = await POOL.acquire(env_id, env_kwargs)
-            except Exception as exc:  # noqa: BLE001 - reported in the sample's output, the batch goes on
-                return exc
-            try:
-                _, info = await env.areset(seed=seed, options=options)
-            except Exception as exc:  # noqa: BLE001 - retried once on a fresh env, then reported
-                error = exc
-                await POOL.release(key, env, broken=True)
-                continue
-            episode.start(env.unwrapped.messages, info.get("task_id"))
-            episode.prompt_ids = self._cap_text_prompt_length(episode.prompt_ids)
-            return key, env
-        assert error is not None
-        return error
+        async def generate(ids: list[int], max_new: int) -> tuple[list[int], list[float] | None]:
+            t = time.perf_counter()
+            out = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=ids, sampling_params={**sampling_params, "max_tokens": max_new}
+            )
+            timing["generate"] += time.perf_counter() - t
+            self._logprobs = self._logprobs or out.log_probs is not None
+            return list(out.token_ids), out.log_probs
 
-    def _failed(self, ep: TokenEpisode, error: BaseException, env_id: str) -> AgentLoopOutput:
-        """A sample whose env could not start: one masked token, reward 0, the error in ``extra_fields``."""
-        logger.warning("aworld_agent: the env could not start: %r", error)
-        ep.prompt_ids = ep.prompt_ids or [ep.chat.eos_id]
-        ep.completion_ids, ep.mask, ep.logprobs = [ep.chat.eos_id], [0], [0.0]
-        ep.truncation_reason = "env_error"
-        self._logprobs = self._config_logprobs()
-        out = self._output(ep, {"generate": 0.0, "env": 0.0}, env_id)
-        out.extra_fields["error"] = f"{type(error).__name__}: {error}"
-        return out
+        cap = sampling_params.get("max_tokens")
+        mode = TokenMode(_chat(self.tokenizer, self.apply_chat_template_kwargs), generate, self.response_length,
+                         max_new_tokens=int(cap) if cap else None, max_model_len=self.max_model_len,
+                         cap_prompt=self._cap_text_prompt_length)  # fmt: skip
+        traj = await run_pooled(pool, None, env_id=env_id if isinstance(env_id, str) else "", seed=extra.get("seed"),
+                                options=episode_options(extra, kwargs.get("raw_prompt")), group=None if kwargs.get("uid") is None else str(kwargs["uid"]),
+                                tokens=mode, retry_void=self.retry_void)  # fmt: skip
+        if traj.error:
+            logger.warning("aworld_agent: a %s episode: %s", traj.termination, traj.error.strip().splitlines()[-1])
+        return traj, pool.group_hooks, timing
 
     def _config_logprobs(self) -> bool:
         """Whether verl asked its servers for logprobs (then every sample carries them, zeros where none)."""
         return bool(self.rollout_config.get("calculate_log_probs", False))
 
-    def _output(self, ep: TokenEpisode, timing: dict[str, float], env_id: str) -> AgentLoopOutput:
+    def _output(self, traj: Trajectory, reward: float, timing: dict[str, float]) -> AgentLoopOutput:
         n = self.response_length
+        tokens = traj.tokens
+        eos = self.tokenizer.eos_token_id
+        prompt = list(tokens.prompt_ids) if tokens is not None and tokens.prompt_ids else [eos]
+        if tokens is not None and tokens.completion_ids:
+            ids, mask, lps = tokens.completion_ids[:n], tokens.mask[:n], tokens.logprobs[:n]
+        else:  # the env never started: one masked token
+            ids, mask, lps = [eos], [0], [0.0]
+        if traj.weight <= 0:
+            mask = [0] * len(ids)  # a void sample: nothing of it is trained on
+        model_turns, env_turns = (tokens.model_turns, tokens.env_turns) if tokens is not None else (0, 0)
+        rec = traj.to_record()
         return AgentLoopOutput(
-            prompt_ids=ep.prompt_ids,
-            response_ids=ep.completion_ids[:n],
-            response_mask=ep.mask[:n],
+            prompt_ids=prompt,
+            response_ids=ids,
+            response_mask=mask,
             # present whenever the server returned logprobs, so that a batch never mixes None and tensors
-            response_logprobs=ep.logprobs[:n] if self._logprobs else None,
-            reward_score=ep.reward,
+            response_logprobs=lps if self._logprobs else None,
+            reward_score=reward,
             # the prompt, every model turn and every env answer that went into the token sequence
-            num_turns=1 + ep.num_turns + ep.env_turns,
-            metrics=AgentLoopMetrics(generate_sequences=timing["generate"], tool_calls=timing["env"]),
+            num_turns=1 + model_turns + env_turns,
+            metrics=AgentLoopMetrics(generate_sequences=timing["generate"], tool_calls=traj.timings.get("env_s", 0.0)),
             extra_fields={
-                "env_id": env_id,
-                "task_id": ep.task_id,
-                "task_score": ep.score,
-                "env_reward": ep.reward,
-                "truncation_reason": ep.truncation_reason or "",
-                "terminated": ep.terminated,
-                "reward_components": dict(ep.components),
-                "error": "",
+                "env_id": traj.env_id,
+                "task_id": traj.task_id,
+                "score": traj.score,
+                "reward": traj.reward,
+                "termination": traj.termination or "",
+                "status": traj.status,
+                "weight": traj.weight,
+                "terminated": traj.terminated,
+                "reward_components": dict(rec["reward_components"]),
+                "group_reward_components": dict(traj.group_reward_components),
+                "error": (traj.error or "").strip().splitlines()[-1] if traj.error else "",
             },
         )

@@ -9,7 +9,7 @@ import pytest
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.episode import Ending, StepFacts, decide_ending
 from aworld_gym.mcp.demo_server import build_server
-from aworld_gym.rollout.runner import run_episode
+from aworld_gym.rollout.driver import run_episode
 from tests.helpers import TASKS
 
 E = Ending

@@ -128,16 +128,18 @@ def test_faults_are_recorded_and_counted(tmp_path):
 def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
     import numpy as np
 
-    from aworld_gym.rollout.runner import EpisodeRecorder, Screenshots
+    from aworld_gym.core.trajectory import Trajectory
+    from aworld_gym.rollout.screenshots import Screenshots
 
     class Env:
         render_mode = "rgb_array"
 
-    rec = EpisodeRecorder("AWorld/Browser-v0", PlanPolicy(), 0, 0)
+    rec = Trajectory("AWorld/Browser-v0")
     assert Screenshots.open(tmp_path, rec, object()) is None  # no rgb_array: off
     shots = Screenshots.open(tmp_path, rec, Env())
     shots.save(0, np.zeros((4, 4, 3), dtype=np.uint8))
-    assert (tmp_path / rec.record["episode_id"] / "000.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / rec.episode_id / "000.png").read_bytes()[:4] == b"\x89PNG"
+    assert rec.screenshot == str(tmp_path / rec.episode_id / "000.png")
     rec.turns.append({})
     shots.save(1, RuntimeError("browser gone"))
     assert rec.turns[-1] == {"screenshot_error": "RuntimeError: browser gone"}

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.driver import run_episode
 from aworld_gym.rollout.plan import PlanPolicy
-from aworld_gym.rollout.runner import run_episode
 from tests.helpers import SHAPED, shaped_env
 
 

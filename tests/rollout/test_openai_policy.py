@@ -47,7 +47,7 @@ def test_transient_errors_are_retried_others_are_not(fake):
     import gymnasium as gym
 
     from aworld_gym.core.errors import PolicyError
-    from aworld_gym.rollout.runner import run_episode
+    from aworld_gym.rollout.driver import run_episode
 
     env = gym.make(ENV, **demo_env_kwargs(2))
     fake.fail_first = [503, 429, 502]

@@ -43,12 +43,13 @@ def cluster():
 
 def test_actors_spread_over_every_node(cluster):
     ray, c, _ = cluster
+    from aworld_gym.rollout.engines import Work
     from aworld_gym.rollout.envs import MakeEnv
     from aworld_gym.rollout.ray_engine import EpisodeWorker, spread
 
     remote = ray.remote(num_cpus=0)(EpisodeWorker)
-    actors = [remote.options(scheduling_strategy=spread(i)).remote(ENV, MakeEnv.of(ENV), PlanPolicy, 1, None)
-              for i in range(6)]  # fmt: skip
+    work = Work(ENV, MakeEnv.of(ENV), PlanPolicy, [])
+    actors = [remote.options(scheduling_strategy=spread(i)).remote(work, 1, None) for i in range(6)]
     nodes = {ray.get(a.node.remote())[0] for a in actors}
     alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     assert nodes == alive and len(nodes) == 3

@@ -5,7 +5,14 @@ import asyncio
 import pytest
 
 from aworld_gym.core.rewards import Hook, Rubric
-from aworld_gym.trainers.groups import gate
+from aworld_gym.core.trajectory import RewardLedger, Trajectory
+from aworld_gym.rollout.groups import gate
+
+
+def traj(reward, termination="answer"):
+    t = Trajectory("x", ledger=RewardLedger(total=reward), terminated=termination == "answer", score=1.0)
+    t.termination = termination
+    return t
 
 
 def ranks(group):
@@ -18,8 +25,9 @@ def run_group(rewards, rubric, fail=()):
         g = gate()
         g.enter("u")
         await asyncio.sleep(0.01 * (len(rewards) - i))  # finish in reverse order
-        record = None if i in fail else {"reward": r}
-        return await g.leave("u", record, rubric)
+        member = None if i in fail else traj(r)
+        await g.leave("u", member, rubric)
+        return None if member is None else member.group_reward_components
 
     async def main():
         out = await asyncio.gather(*(member(i, r) for i, r in enumerate(rewards)), return_exceptions=True)
@@ -30,7 +38,7 @@ def run_group(rewards, rubric, fail=()):
 
 def test_every_member_gets_its_share_and_failed_members_do_not_count():
     out, open_groups = run_group([0.0, 3.0, 1.0, 9.0], Rubric([Hook(ranks, on="group", name="rank")]), fail={3})
-    assert [o.components["rank"] for o in out[:3]] == [2.0, 0.0, 1.0] and out[3] is None
+    assert [o["rank"] for o in out[:3]] == [2.0, 0.0, 1.0] and out[3] is None
     assert open_groups == 0
 
 
@@ -48,10 +56,36 @@ async def _strict(hook):
         g = gate()
         g.enter("s")
         await asyncio.sleep(0.01 * i)
-        return await g.leave("s", {"reward": float(i)}, Rubric([Hook(hook, on="group")], strict=True))
+        mine = traj(float(i))
+        await g.leave("s", mine, Rubric([Hook(hook, on="group")], strict=True))
+        return None if not mine.group_reward_components else mine.group_reward_components
 
     out = await asyncio.gather(*(member(i) for i in range(3)), return_exceptions=True)
     return out, len(gate())
+
+
+def test_void_members_are_left_out_of_the_group_hooks_and_masked():
+    from aworld_gym.rollout.groups import GroupCollector, training_rewards
+
+    seen = []
+
+    def sizes(group):
+        seen.append(len(group))
+        return [1.0] * len(group)
+
+    collector = GroupCollector(Rubric([Hook(sizes, on="group", name="g")]))
+    members = [traj(1.0), traj(0.0, "env_crash"), traj(0.0)]
+    collector.expect("k", 3)
+    assert collector.add("k", members[0]) is None and collector.add("k", members[1]) is None
+    assert collector.add("k", members[2]) == members
+    assert seen == [2]  # the hook ran once, on the two live members
+    assert [m.weight for m in members] == [1.0, 0.0, 1.0] and members[1].status == "void"
+    assert [m.reward for m in members] == [2.0, 0.0, 1.0]
+    assert training_rewards(members) == [2.0, 1.5, 1.0]  # the masked one gets the others' mean: the baseline holds
+    zero = GroupCollector(void_policy="zero")
+    zero.expect("k")
+    (only,) = zero.add("k", traj(0.0, "env_error"))
+    assert only.weight == 1.0 and training_rewards([only]) == [0.0]
 
 
 def test_group_reward_sees_each_rollouts_return():

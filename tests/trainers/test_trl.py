@@ -186,33 +186,33 @@ def assert_rows_match(trainer, rf, mix):
     """Every row the loss saw is a rollout, token for token, with env_mask 0 exactly on the env's tokens."""
     rows = [r for b in trainer.batches for r in batch_rows(b)]
     assert rows
-    episodes = {tuple(ep.completion_ids): ep for ep in rf.all_episodes}
+    episodes = {tuple(ep.tokens.completion_ids): ep for ep in rf.all_episodes}
     for ids, mask in rows:
         ep = episodes.get(tuple(ids))
         assert ep is not None, "a trained completion is not one of the rollouts (re-tokenised?)"
-        assert mask == ep.mask
+        assert mask == ep.tokens.mask
     # The scripted episodes: model turns are exactly the emitted ids (mask 1), everything between is the env's
     # rendering of its answer (mask 0), found independently with the chat template.
-    scripted = [ep for ep in rf.all_episodes if ep.completion_ids[: len(mix.emitted[0])] in mix.emitted]
+    scripted = [ep for ep in rf.all_episodes if ep.tokens.completion_ids[: len(mix.emitted[0])] in mix.emitted]
     assert scripted
     for ep in scripted:
         pos = 0
         turns = 0
-        while pos < len(ep.completion_ids):
-            turn = next(e for e in mix.emitted if ep.completion_ids[pos : pos + len(e)] == e)
-            assert ep.mask[pos : pos + len(turn)] == [1] * len(turn)
+        while pos < len(ep.tokens.completion_ids):
+            turn = next(e for e in mix.emitted if ep.tokens.completion_ids[pos : pos + len(e)] == e)
+            assert ep.tokens.mask[pos : pos + len(turn)] == [1] * len(turn)
             pos += len(turn)
             turns += 1
             end = pos
-            while end < len(ep.mask) and ep.mask[end] == 0:
+            while end < len(ep.tokens.mask) and ep.tokens.mask[end] == 0:
                 end += 1
-            env_ids = ep.completion_ids[pos:end]
+            env_ids = ep.tokens.completion_ids[pos:end]
             if env_ids:
                 text = mix.chat.decode(env_ids)
                 assert text.startswith("\n<|im_start|>user\n<tool_response>\n")
                 assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
             pos = end
-        assert turns == ep.num_turns == 2
+        assert turns == ep.tokens.model_turns == 2
         assert ep.terminated and ep.reward > 0.5
 
 
@@ -230,7 +230,7 @@ def test_rollout_func_trains_token_exact(env_id, tiny, tmp_path):
 
     def record(prompts, trainer):
         out = inner(prompts, trainer)
-        rf.all_episodes += rf.last_episodes
+        rf.all_episodes += rf.last_trajectories
         return out
 
     dataset = task_dataset(env_id, limit=2, **kwargs)
@@ -251,7 +251,7 @@ def test_rollout_func_trains_token_exact(env_id, tiny, tmp_path):
     assert len(losses(trainer)) >= 2 and all(math.isfinite(x) for x in losses(trainer))
     assert changed(model, before) > 0
     assert_rows_match(trainer, rf, mix)
-    assert all(len(ep.completion_ids) <= budget for ep in rf.all_episodes)
+    assert all(len(ep.tokens.completion_ids) <= budget for ep in rf.all_episodes)
     # GRPO groups start on one task: each group of num_generations rollouts shares a task id.
     ids = [ep.task_id for ep in rf.all_episodes]
     assert all(len(set(ids[g : g + 4])) == 1 for g in range(0, len(ids), 4))
@@ -266,12 +266,19 @@ def test_completion_budget_spans_turns(tiny):
         actions = demo_actions({"reference": env.unwrapped.tasks[0].metadata["reference"]}, wrong_tool=False)
         full = scripted_episode(env, chat, actions, options={"task_index": 0}, budget=10_000)
         assert full.terminated and full.reward == 1.0
-        cut = scripted_episode(env, chat, actions, options={"task_index": 0}, budget=len(full.completion_ids) - 3)
+        cut = scripted_episode(
+            env, chat, actions, options={"task_index": 0}, budget=len(full.tokens.completion_ids) - 3
+        )
     finally:
         env.close()
-    assert not cut.terminated and cut.truncation_reason == "token_budget"
-    assert len(cut.completion_ids) == len(full.completion_ids) - 3 == len(cut.mask) == len(cut.logprobs)
-    assert cut.completion_ids == full.completion_ids[: len(cut.completion_ids)]
+    assert not cut.terminated and cut.termination == "token_budget"
+    assert (
+        len(cut.tokens.completion_ids)
+        == len(full.tokens.completion_ids) - 3
+        == len(cut.tokens.mask)
+        == len(cut.tokens.logprobs)
+    )
+    assert cut.tokens.completion_ids == full.tokens.completion_ids[: len(cut.tokens.completion_ids)]
 
 
 def test_sampled_logprobs_are_the_models(tiny):
@@ -279,24 +286,20 @@ def test_sampled_logprobs_are_the_models(tiny):
     model, tok = load(tiny)
     model.eval()
     chat = ChatTokens(tok)
-    from aworld_gym.trainers.token_rollout import run_token_episodes
+    from aworld_gym.trainers.token_rollout import token_episodes
 
-    envs = [gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()) for _ in range(3)]
-    try:
-        torch.manual_seed(0)
-        eps = run_token_episodes(envs, [{"task_index": i} for i in range(3)], chat, model_generate(model, tok), 40)
-    finally:
-        for e in envs:
-            e.close()
+    torch.manual_seed(0)
+    eps = token_episodes(lambda: gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()),
+                         [{"task_index": i} for i in range(3)], chat, model_generate(model, tok), 40)  # fmt: skip
     for ep in eps:
-        seq = torch.tensor([ep.prompt_ids + ep.completion_ids])
+        seq = torch.tensor([ep.tokens.prompt_ids + ep.tokens.completion_ids])
         with torch.no_grad():
             logits = model(seq).logits[0].float()
-        p = len(ep.prompt_ids)
-        lp = torch.log_softmax(logits[p - 1 : -1], -1).gather(-1, torch.tensor(ep.completion_ids)[:, None])[:, 0]
-        m = torch.tensor(ep.mask).bool()
+        p = len(ep.tokens.prompt_ids)
+        lp = torch.log_softmax(logits[p - 1 : -1], -1).gather(-1, torch.tensor(ep.tokens.completion_ids)[:, None])[:, 0]
+        m = torch.tensor(ep.tokens.mask).bool()
         assert m.any()
-        assert torch.allclose(lp[m], torch.tensor(ep.logprobs)[m], atol=1e-4)
+        assert torch.allclose(lp[m], torch.tensor(ep.tokens.logprobs)[m], atol=1e-4)
 
 
 def test_environment_factory_class_schema():
@@ -318,9 +321,10 @@ def test_environment_factory_class_schema():
         assert env.multiply(a=3, b=4) == "12"
         assert env.multiply(a="x", b=4).startswith("Error")  # wrong types: an error observation, not a crash
         assert env.answer(answer="12") == "Your final answer was recorded."
-        assert env.components["task"] == 1.0
+        components = env.trajectory.ledger.components
+        assert components["task"] == 1.0 and env.trajectory.status == "ok"
         # the task score, minus the tool-error penalty of the bad call
-        assert env.get_reward() == pytest.approx(sum(env.components.values())) and env.get_reward() < 1.0
+        assert env.get_reward() == pytest.approx(sum(components.values())) and env.get_reward() < 1.0
         assert env.add(a=1, b=2) == "The episode is over; no more tool calls are accepted."
     finally:
         env._close()
@@ -433,9 +437,9 @@ def test_environment_factory_in_trls_tool_loop(warm, tmp_path):
     trainer.train()
     calls = [h["tools/call_frequency"] for h in trainer.state.log_history if "tools/call_frequency" in h]
     assert calls and calls[0] >= 1.0  # the scripted half makes two calls each
-    solved = [e for e in trainer.environments if e.turns == 2]
+    solved = [e for e in trainer.environments if e.trajectory.num_turns == 2]
     assert len(solved) == 2  # the even rows of the batch of 4
-    assert all(e.get_reward() == 1.0 and e.components == {"task": 1.0} for e in solved)
+    assert all(e.get_reward() == 1.0 and e.trajectory.ledger.components == {"task": 1.0} for e in solved)
     for env in trainer.environments:
         env._close()
 
@@ -444,27 +448,33 @@ class RaisingStep(gym.Wrapper):
     def step(self, action):
         raise RuntimeError("tool infrastructure gone")
 
+    async def astep(self, action):
+        raise RuntimeError("tool infrastructure gone")
+
 
 def test_env_that_raises_ends_only_its_episode(tiny):
-    """An env whose step raises ends that episode with env_crash; the rest of the batch still runs."""
-    from aworld_gym.trainers.token_rollout import run_token_episodes
+    """An env whose step raises ends that episode with env_error (void); the rest of the batch still runs."""
+    from aworld_gym.trainers.token_rollout import token_episodes
     from aworld_gym.trainers.trl import adhoc_task, prompt_text
 
     model, tok = load(tiny)
     chat = ChatTokens(tok)
-    envs = [gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()) for _ in range(2)]
-    envs[0] = RaisingStep(envs[0])
-    call = demo_actions({"reference": envs[1].unwrapped.tasks[0].metadata["reference"]}, wrong_tool=False)[0]
+    made = []
+
+    def make():
+        env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+        made.append(env)
+        return RaisingStep(env) if len(made) == 1 else env
+
+    probe = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    call = demo_actions({"reference": probe.unwrapped.tasks[0].metadata["reference"]}, wrong_tool=False)[0]
+    probe.close()
     ids = [*chat.encode(call), chat.eos_id]
-    try:
-        eps = run_token_episodes(
-            envs, [{"task_index": 0}] * 2, chat, lambda inputs, n: [(ids, None)] * len(inputs), 200
-        )
-    finally:
-        for e in envs:
-            e.close()
-    assert eps[0].truncation_reason == "env_crash" and eps[0].num_turns == 1
-    assert eps[1].truncation_reason == "turn_limit" and eps[1].num_turns == 3  # the scripted call, three times
+    eps = token_episodes(make, [{"task_index": 0}] * 2, chat, lambda inputs, n: [(ids, None)] * len(inputs), 200)
+    by_end = {ep.termination: ep for ep in eps}
+    assert set(by_end) == {"env_error", "turn_limit"}
+    assert by_end["env_error"].status == "void" and by_end["env_error"].tokens.model_turns == 1
+    assert by_end["turn_limit"].status == "failed" and by_end["turn_limit"].tokens.model_turns == 3
     # prompts that are not tasks become tasks without answers, with a stable id
     assert prompt_text([{"role": "user", "content": "hi"}]) == "hi"
     assert adhoc_task("hi") == adhoc_task("hi") and adhoc_task("hi")["id"].startswith("adhoc-")
@@ -498,7 +508,7 @@ def test_one_shaping_wrapper_through_both_trl_adapters(tiny):
         out = rf([[{"role": "user", "content": "What is 0 + 1? Use the add tool."}]] * 2, trainer)
     finally:
         rf.close()
-    assert out["reward_components"] == [SHAPED, SHAPED] and out["env_reward"] == [11.0, 11.0]
+    assert out["reward_components"] == [SHAPED, SHAPED] and out["reward"] == [11.0, 11.0]
 
     from tests.helpers import grouped_env
 
@@ -517,7 +527,7 @@ def test_one_shaping_wrapper_through_both_trl_adapters(tiny):
         env.reset(task_id="add-0")
         assert env.add(a=0, b=1) == "1.0"
         assert env.answer(answer="1.0") == "Your final answer was recorded."
-        assert env.components == SHAPED and env.get_reward() == 11.0
+        assert env.trajectory.ledger.components == SHAPED and env.get_reward() == 11.0
     finally:
         env._close()
 

@@ -106,7 +106,7 @@ def test_two_turn_episode_masks_logprobs_reward_and_turns(tokenizer):
     env_text = tokenizer.decode(out.response_ids[len(call) : len(call) + n_env])
     assert "<tool_response>" in env_text and "12" in env_text
     assert out.response_logprobs == [LOGPROB] * len(call) + [0.0] * n_env + [LOGPROB] * len(answer)
-    assert out.reward_score == pytest.approx(1.0) and out.extra_fields["task_score"] == 1.0
+    assert out.reward_score == pytest.approx(1.0) and out.extra_fields["score"] == 1.0
     assert out.num_turns == 4 and out.extra_fields["terminated"] is True
     # token-exact: the second generate call continues from exactly the first one's ids plus the env's
     first, second = server.calls
@@ -124,7 +124,7 @@ def test_truncation_at_response_length(tokenizer):
     server = StandInServer([long_turn, long_turn])
     out = run(make_loop(tokenizer, server, response_length=40), **row())
     assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) == 40
-    assert out.response_mask == [1] * 40 and out.extra_fields["truncation_reason"] == "token_budget"
+    assert out.response_mask == [1] * 40 and out.extra_fields["termination"] == "token_budget"
     assert server.calls[0]["params"]["max_tokens"] == 40 and len(server.calls) == 1
     assert out.reward_score == 0.0
 
@@ -132,8 +132,8 @@ def test_truncation_at_response_length(tokenizer):
 def test_wrong_answer_and_malformed_output_get_the_envs_rewards(tokenizer):
     server = StandInServer([ids(tokenizer, "<tool_call>not json</tool_call>"), ids(tokenizer, "<answer>13</answer>")])
     out = run(make_loop(tokenizer, server), **row())
-    assert out.extra_fields["task_score"] == 0.0
-    assert out.reward_score == pytest.approx(out.extra_fields["env_reward"]) and out.reward_score < 0  # format penalty
+    assert out.extra_fields["score"] == 0.0
+    assert out.reward_score == pytest.approx(out.extra_fields["reward"]) and out.reward_score < 0  # format penalty
     assert out.num_turns == 4 and out.response_mask.count(0) > 0
 
 
@@ -151,7 +151,7 @@ def test_env_from_the_agent_loop_yaml(tokenizer, tmp_path):
     extra = {"env_kwargs": {k: v for k, v in tool_choice_env_kwargs().items() if k != "max_turns"}, "task_index": 0}
     out = run(loop, raw_prompt=[], extra_info=extra)
     assert out.extra_fields["env_id"] == "AWorld/MCP-v0"
-    assert out.extra_fields["truncation_reason"] == "turn_limit" and out.num_turns == 2
+    assert out.extra_fields["termination"] == "turn_limit" and out.num_turns == 2
 
 
 def test_envs_are_reused_between_samples(tokenizer):
@@ -202,11 +202,12 @@ def test_the_qwen3_32b_recipe_composes_against_verls_config(monkeypatch):
     assert loops[0].name == "aworld_agent" and loops[0]._target_ == "aworld_gym.trainers.verl.AWorldAgentLoop"
 
 
-def test_an_env_that_cannot_start_gives_a_zero_sample_not_a_crashed_batch(tokenizer):
+def test_an_env_that_cannot_start_gives_a_masked_sample_not_a_crashed_batch(tokenizer):
     server = StandInServer([])
     out = run(make_loop(tokenizer, server), **row(task_id="no-such-task", task_index=None))
     assert out.reward_score == 0.0 and out.response_mask == [0] and len(out.response_ids) == 1
-    assert "no-such-task" in out.extra_fields["error"] and out.extra_fields["truncation_reason"] == "env_error"
+    assert out.extra_fields["status"] == "void" and out.extra_fields["weight"] == 0.0
+    assert "no-such-task" in out.extra_fields["error"] and out.extra_fields["termination"] == "env_error"
     assert server.calls == []  # the model was never asked
 
 
@@ -252,5 +253,61 @@ def test_group_hooks_run_on_the_complete_group(tokenizer):
     ranks = sorted(o.extra_fields["group_reward_components"]["rank"] for o in good)
     assert ranks == pytest.approx([0.0, 0.1, 0.2])
     for o in good:
-        assert o.reward_score == pytest.approx(o.extra_fields["env_reward"])
+        assert o.reward_score == pytest.approx(o.extra_fields["reward"])
         assert o.reward_score == pytest.approx(sum(o.extra_fields["reward_components"].values()))
+
+
+def test_the_same_trajectory_as_the_drivers_token_mode(tokenizer):
+    """The verl face is the episode driver: the same scripted turns give the same token ids, mask and turns."""
+    import gymnasium as gym
+
+    from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
+
+    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    try:
+        direct = scripted_episode(env, ChatTokens(tokenizer), [CALL, ANSWER], options={"task_index": 0}, budget=512)
+    finally:
+        env.close()
+    out = run(make_loop(tokenizer, StandInServer([ids(tokenizer, CALL), ids(tokenizer, ANSWER)])), **row())
+    assert out.prompt_ids == direct.tokens.prompt_ids
+    assert out.response_ids == direct.tokens.completion_ids and out.response_mask == direct.tokens.mask
+    assert out.reward_score == pytest.approx(direct.reward) and out.extra_fields["status"] == direct.status == "ok"
+
+
+def test_a_server_killed_mid_episode_is_masked_in_its_group(tokenizer):
+    """Two of four samples of a group lose their MCP server mid-episode (the demo server's crash tool ends its
+    process): they are void, every token masked, and their score is the live samples' mean, so verl's GRPO baseline
+    is what it would be without them."""
+    from tests.helpers import demo_env_kwargs
+
+    crash = ids(tokenizer, '<tool_call>{"name": "crash", "arguments": {}}</tool_call>')
+    add = ids(tokenizer, '<tool_call>{"name": "add", "arguments": {"a": 0, "b": 1}}</tool_call>')
+    right, wrong = ids(tokenizer, "<answer>1.0</answer>"), ids(tokenizer, "<answer>7</answer>")
+
+    class Server(StandInServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            await asyncio.sleep(0.01)
+            n = self.order.setdefault(request_id, len(self.order))
+            first = request_id not in self.seen
+            self.seen.add(request_id)
+            reply = (crash if n % 2 else add) if first else (right if n == 0 else wrong)
+            return TokenOutput(token_ids=reply, log_probs=[LOGPROB] * len(reply), stop_reason="completed")
+
+    server = Server([])
+    server.seen, server.order = set(), {}
+    extra = {"env_id": "AWorld/MCP-v0", "env_kwargs": demo_env_kwargs(2, "stdio"), "task_id": "add-0"}
+
+    async def main():
+        loops = [make_loop(tokenizer, server) for _ in range(4)]
+        return await asyncio.gather(*(lp.run({"temperature": 1.0}, raw_prompt=[], extra_info=extra, uid="g")
+                                      for lp in loops))  # fmt: skip
+
+    outs = asyncio.run(main())
+    void = [o for o in outs if o.extra_fields["status"] == "void"]
+    live = [o for o in outs if o.extra_fields["status"] != "void"]
+    assert len(void) == 2 and len(live) == 2
+    assert all(o.extra_fields["termination"] == "env_crash" and o.extra_fields["weight"] == 0.0 for o in void)
+    assert all(sum(o.response_mask) == 0 for o in void) and all(sum(o.response_mask) > 0 for o in live)
+    mean = sum(o.reward_score for o in live) / 2
+    assert sorted(o.reward_score for o in live) == pytest.approx([0.0, 1.0])
+    assert all(o.reward_score == pytest.approx(mean) for o in void)

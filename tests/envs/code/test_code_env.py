@@ -130,7 +130,7 @@ def test_task_without_reference_solution_fails_the_policy_cleanly():
         tasks=[{"task_id": "t", "prompt": "def f():\n", "entry_point": "f", "test": "def check(c): pass"}],
         server="inprocess",
     )
-    from aworld_gym.rollout.runner import run_episode
+    from aworld_gym.rollout.driver import run_episode
 
     rec = run_episode(e, CodeReferencePolicy(), env_id="AWorld/Code-v0", seed=0)
     assert rec["termination"] == "policy_error" and "no canonical_solution" in rec["error"]

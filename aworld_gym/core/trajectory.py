@@ -1,0 +1,292 @@
+"""The Trajectory: one typed record of an episode, read by sinks, the report, group hooks and every trainer face.
+
+Its turns *are* the env's turn log (the same dicts the env appended, no second copy; the episode driver adds what
+only it knows: the policy's time, the sampled tokens, the reward the outermost env returned). Around them: the task,
+the GRPO group, how the episode ended, one reward ledger, timings, errors, the token data of token-exact runs, and a
+**status**:
+
+==========  ===============================================================  =====================
+status      what ended the episode                                           trainer faces
+==========  ===============================================================  =====================
+``ok``      an answer that solved the task (score >= 1, or no reference)     trained on
+``failed``  the model's own fault: a wrong answer, format errors, the turn   trained on
+            limit, the token budget, the context limit, a cut-off reply
+``void``    infrastructure: ``env_crash``, ``env_error``, ``policy_error``,  masked (loss weight 0,
+            ``tool_timeout`` (a server that did not answer)                  never a silent reward 0)
+==========  ===============================================================  =====================
+
+``to_record()`` is the one serialisation (JSONL and Parquet rows, what ``aworld-gym report`` reads);
+``Trajectory.from_record()`` reads one back.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypedDict
+
+
+class Termination:
+    """How an episode ended: the one vocabulary (``record["termination"]``, ``info["truncation_reason"]``)."""
+
+    ANSWER = "answer"  # terminated: an answer was submitted, or the task ended by itself
+    TURN_LIMIT = "turn_limit"
+    TOKEN_BUDGET = "token_budget"  # the episode's token (or character) budget is spent
+    CONTEXT_LIMIT = "context_limit"  # the next generation would not fit in the model's context
+    LENGTH = "length"  # the model's reply was cut off by its max_tokens (finish_reason "length")
+    TOOL_TIMEOUT = "tool_timeout"
+    ENV_CRASH = "env_crash"  # the env lost the task's state mid-episode (a server or browser died)
+    ENV_ERROR = "env_error"  # the env could not be made or reset, or raised
+    POLICY_ERROR = "policy_error"  # the model endpoint failed or hung
+
+    TRUNCATIONS = (TURN_LIMIT, TOKEN_BUDGET, CONTEXT_LIMIT, LENGTH, TOOL_TIMEOUT, ENV_CRASH)
+    VOID = frozenset({ENV_CRASH, ENV_ERROR, POLICY_ERROR, TOOL_TIMEOUT})
+    ALL = (ANSWER, *TRUNCATIONS, ENV_ERROR, POLICY_ERROR)
+
+
+Status = Literal["ok", "failed", "void"]
+OK: Status = "ok"
+FAILED: Status = "failed"
+VOID: Status = "void"
+VOID_POLICIES = ("mask", "zero", "retry")
+
+
+def status_of(termination: str | None, score: float | None, terminated: bool) -> Status:
+    """The status of an episode from its ending (see the module's table)."""
+    if termination in Termination.VOID:
+        return VOID
+    if terminated and (score is None or float(score) >= 1.0 - 1e-9):
+        return OK
+    return FAILED
+
+
+@dataclass
+class RewardLedger:
+    """The one place where reward components are summed: ``total`` is always the sum of what was added.
+
+    Attributes:
+        total: the episode's reward (what the outermost env returned, plus group and overflow components).
+        components: the weighted components by name.
+        metrics: weight-0 components (logged, not counted).
+        errors: reward hooks that raised, by name.
+    """
+
+    total: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def add(self, components: Mapping[str, float], total: float | None = None) -> float:
+        """Add components; ``total`` (default: their sum) is what they add to the reward (a Gymnasium reward
+        wrapper's transform shows in the total, not in the components). Returns the added total."""
+        for k, v in components.items():
+            self.components[k] = self.components.get(k, 0.0) + float(v)
+        added = float(sum(components.values()) if total is None else total)
+        self.total += added
+        return added
+
+    def add_metrics(self, metrics: Mapping[str, float] | None, errors: Mapping[str, str] | None = None) -> None:
+        for k, v in (metrics or {}).items():
+            self.metrics[k] = self.metrics.get(k, 0.0) + float(v)
+        self.errors.update(errors or {})
+
+
+class Turn(TypedDict, total=False):
+    """One turn of the env's log (a dict: reward hooks and policies read it as the env wrote it).
+
+    Keys: ``turn``, ``action`` (the text), ``tool_calls`` (parsed calls), ``tool_results``, ``observation``,
+    ``reward`` and ``reward_components`` (as the outermost env returned them), ``action_error``, ``answer``,
+    ``messages`` (the chat messages the turn added; not serialised), ``step_time_s``; added by the driver:
+    ``policy_s``, ``env_s``, ``sampled`` (prompt ids, completion ids, logprobs, model version, finish reason),
+    ``screenshot`` (a file, images are kept as references).
+    """
+
+    turn: int
+    action: str
+    tool_calls: list[dict[str, Any]]
+    tool_results: list[dict[str, Any]]
+    observation: Any
+    reward: float
+    reward_components: dict[str, float]
+    action_error: str | None
+    answer: str | None
+    messages: list[dict[str, Any]]
+    step_time_s: float
+    policy_s: float
+    env_s: float
+    sampled: dict[str, Any]
+    screenshot: str
+
+
+_NOT_SERIALISED = ("messages", "step_time_s")
+
+
+@dataclass
+class TokenData:
+    """A token-exact episode: the prompt, then the completion (model ids mask 1, env ids mask 0) and logprobs."""
+
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    model_turns: int = 0
+    env_turns: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
+class Trajectory:
+    """One episode. See the module's docstring for the status and the serialisation.
+
+    Attributes:
+        env_id: the env's name; task_id / task_meta: its task; prompt: the first observation (cut at 8,000
+            characters); seed / sample / group: how the episode was planned (``group``: the GRPO group's key).
+        policy: the policy's name. turns: the env's turn log. ledger: the reward. score / answer: the task score
+            and the submitted answer. terminated / truncated / termination: the ending (see :class:`Termination`).
+        error: the traceback of what failed (void episodes). timings: reset_s, policy_s, env_s, total_s.
+        tokens: the token data of a token-exact episode. weight: the loss weight a trainer face applies (0: masked).
+        group_complete: whether the whole GRPO group was there when its group hooks ran.
+        group_reward_components: what the group hooks added.
+    """
+
+    env_id: str = ""
+    task_id: str | None = None
+    task_meta: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None
+    seed: int | None = None
+    sample: int = 0
+    group: str | None = None
+    policy: str | None = None
+    episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started_at: float = field(default_factory=time.time)
+    turns: list[Turn] = field(default_factory=list)
+    ledger: RewardLedger = field(default_factory=RewardLedger)
+    score: float | None = None
+    answer: str | None = None
+    terminated: bool = False
+    truncated: bool = False
+    termination: str | None = None
+    error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    tokens: TokenData | None = None
+    weight: float = 1.0
+    group_complete: bool | None = None
+    group_reward_components: dict[str, float] = field(default_factory=dict)
+    screenshot: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ----- the ending --------------------------------------------------------------------------------------
+    @property
+    def status(self) -> Status:
+        return status_of(self.termination, self.score, self.terminated)
+
+    @property
+    def void(self) -> bool:
+        return self.status == VOID
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated or self.termination is not None
+
+    @property
+    def reward(self) -> float:
+        return self.ledger.total
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    def end(self, termination: str, *, error: str | None = None) -> None:
+        """End the episode without an env step (a failure, the context limit, a cut-off reply)."""
+        self.termination = termination
+        if error is not None:
+            self.error = error[-4000:]
+        self.truncated = not self.terminated
+
+    # ----- one serialisation -------------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        """A trajectory reads as its record too (``traj["reward"]``), so code written for records keeps working."""
+        return self.to_record()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_record().get(key, default)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-able record (JSONL/Parquet rows; the turns without their chat messages)."""
+        rec: dict[str, Any] = {
+            "episode_id": self.episode_id,
+            "env_id": self.env_id,
+            "task_id": self.task_id,
+            "seed": self.seed,
+            "sample": self.sample,
+            "group": self.group,
+            "policy": self.policy,
+            "started_at": self.started_at,
+            "task_meta": dict(self.task_meta),
+            "turns": [{k: v for k, v in t.items() if k not in _NOT_SERIALISED} for t in self.turns],
+            "num_turns": self.num_turns,
+            "reward": self.ledger.total,
+            "reward_components": dict(self.ledger.components),
+            "metrics": dict(self.ledger.metrics),
+            "reward_errors": dict(self.ledger.errors),
+            "score": self.score,
+            "answer": self.answer,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "termination": self.termination,
+            "status": self.status,
+            "weight": self.weight,
+            "error": self.error,
+            "timings": dict(self.timings),
+        }
+        if self.prompt is not None:
+            rec["prompt"] = self.prompt
+        if self.screenshot is not None:
+            rec["screenshot"] = self.screenshot
+        if self.tokens is not None:
+            rec["tokens"] = self.tokens.to_dict()
+        if self.group_complete is not None:
+            rec["group_complete"] = self.group_complete
+            rec["group_reward_components"] = dict(self.group_reward_components)
+        rec.update(self.extra)
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> Trajectory:
+        """Read a record back (as written by :meth:`to_record`; keys it does not know go to ``extra``)."""
+        rec = dict(rec)
+        ledger = RewardLedger(
+            total=float(rec.pop("reward", 0.0) or 0.0),
+            components=dict(rec.pop("reward_components", None) or {}),
+            metrics=dict(rec.pop("metrics", None) or {}),
+            errors=dict(rec.pop("reward_errors", None) or {}),
+        )
+        tokens = rec.pop("tokens", None)
+        for derived in ("num_turns", "status"):
+            rec.pop(derived, None)
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in rec.items() if k in known}
+        extra = {k: v for k, v in rec.items() if k not in known}
+        kwargs["turns"] = list(kwargs.get("turns") or [])
+        kwargs["task_meta"] = dict(kwargs.get("task_meta") or {})
+        kwargs["timings"] = dict(kwargs.get("timings") or {})
+        kwargs["group_reward_components"] = dict(kwargs.get("group_reward_components") or {})
+        return cls(ledger=ledger, tokens=TokenData(**tokens) if tokens else None, extra=extra, **kwargs)
+
+
+def void_counts(trajectories: Any) -> dict[str, float]:
+    """``void/rate`` and ``void/<kind>`` counts over trajectories or records (what trainer faces log)."""
+    n, kinds = 0, {}
+    for t in trajectories:
+        n += 1
+        rec_status = t.status if isinstance(t, Trajectory) else t.get("status")
+        if rec_status == VOID:
+            kind = (t.termination if isinstance(t, Trajectory) else t.get("termination")) or "unknown"
+            kinds[kind] = kinds.get(kind, 0) + 1
+    out: dict[str, float] = {"void/rate": (sum(kinds.values()) / n) if n else 0.0}
+    out.update({f"void/{k}": float(v) for k, v in sorted(kinds.items())})
+    return out

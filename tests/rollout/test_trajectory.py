@@ -1,0 +1,152 @@
+"""The Trajectory and the one episode driver: statuses, one serialisation, the ledger, both faces, context limits."""
+
+import asyncio
+import json
+
+import gymnasium as gym
+import pytest
+
+import aworld_gym  # noqa: F401
+from aworld_gym.core.trajectory import RewardLedger, Termination, TokenData, Trajectory, status_of, void_counts
+from aworld_gym.rollout.driver import ContextLimit, arun_episode, run_episode
+from aworld_gym.rollout.plan import PlanPolicy
+from tests.helpers import demo_env_kwargs, shaped_env
+
+
+@pytest.mark.parametrize(
+    ("termination", "score", "terminated", "status"),
+    [
+        ("answer", 1.0, True, "ok"),
+        ("answer", None, True, "ok"),  # an answer to a task without a reference
+        ("answer", 0.0, True, "failed"),  # a wrong answer: the model's fault, trained on
+        ("answer", 0.5, True, "failed"),
+        ("turn_limit", None, False, "failed"),
+        ("token_budget", None, False, "failed"),
+        ("context_limit", None, False, "failed"),
+        ("length", None, False, "failed"),
+        ("env_crash", None, False, "void"),  # infrastructure's fault: masked
+        ("env_error", None, False, "void"),
+        ("policy_error", None, False, "void"),
+        ("tool_timeout", None, False, "void"),
+    ],
+)
+def test_status_of_every_ending(termination, score, terminated, status):
+    assert status_of(termination, score, terminated) == status
+    assert termination in Termination.ALL
+
+
+def test_a_record_reads_back_as_the_same_trajectory():
+    traj = Trajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 1}, prompt="p", seed=3, sample=2, group="g")
+    traj.turns.append({"turn": 1, "action": "a", "reward": 1.0, "messages": [{"role": "user"}], "step_time_s": 0.1})
+    traj.ledger.add({"task": 1.0, "fmt": -0.5}, total=0.5)
+    traj.ledger.add_metrics({"m": 2.0}, {"hook": "boom"})
+    traj.score, traj.answer, traj.terminated, traj.termination = 1.0, "12", True, "answer"
+    traj.tokens = TokenData([1, 2], [3, 4], [-0.1, 0.0], [1, 0], 1, 1)
+    traj.extra["attempts"] = 2
+    rec = traj.to_record()
+    assert json.loads(json.dumps(rec)) == rec  # JSON-able
+    assert "messages" not in rec["turns"][0] and "step_time_s" not in rec["turns"][0]
+    assert rec["reward"] == 0.5 and rec["reward_components"] == {"task": 1.0, "fmt": -0.5}
+    assert rec["status"] == "ok" and rec["weight"] == 1.0 and rec["num_turns"] == 1 and rec["attempts"] == 2
+    back = Trajectory.from_record(rec)
+    assert back.to_record() == rec and back.tokens == traj.tokens and back.ledger == traj.ledger
+    assert traj["reward"] == 0.5 and traj.get("missing", 7) == 7  # reads as its record
+
+
+def test_the_ledger_sums_what_it_is_given():
+    ledger = RewardLedger()
+    assert ledger.add({"a": 1.0, "b": 2.0}) == 3.0
+    assert ledger.add({"a": 1.0}, total=10.0) == 10.0  # a reward wrapper's transform shows in the total only
+    assert ledger.total == 13.0 and ledger.components == {"a": 2.0, "b": 2.0}
+
+
+def test_void_counts_by_kind():
+    trajs = [Trajectory(termination=t, truncated=True) for t in ("env_crash", "env_crash", "turn_limit", "env_error")]
+    assert void_counts(trajs) == {"void/rate": 0.75, "void/env_crash": 2.0, "void/env_error": 1.0}
+    assert void_counts([t.to_record() for t in trajs]) == void_counts(trajs)
+
+
+def test_the_turns_are_the_envs_turn_log():
+    env = shaped_env()
+    try:
+        traj = run_episode(env, PlanPolicy(), options={"task_index": 1})
+        assert traj.turns is env.unwrapped.turns  # no second copy
+        assert traj.turns[-1]["messages"]  # the env's own entries (the chat messages are the env's)
+        assert traj.status == "ok" and traj.reward == 11.0 and traj.env_id == "AWorld/MCP-v0"
+        assert traj.reward == sum(t["reward"] for t in traj.turns)
+    finally:
+        env.close()
+
+
+def test_both_faces_give_the_same_trajectory():
+    env = gym.make("AWorld/MCP-v0", **demo_env_kwargs(4))
+    try:
+        sync = run_episode(env, PlanPolicy(), seed=1, options={"task_index": 2}).to_record()
+        asyn = asyncio.run(arun_episode(env, PlanPolicy(), seed=1, options={"task_index": 2})).to_record()
+    finally:
+        env.close()
+
+    def same(rec):
+        drop = ("episode_id", "started_at", "timings")
+        turns = [{k: v for k, v in t.items() if not k.endswith("_s")} for t in rec["turns"]]
+        for t in turns:
+            for r in t["tool_results"]:
+                r.pop("latency_s", None)
+        return {**{k: v for k, v in rec.items() if k not in drop}, "turns": turns}
+
+    assert same(sync) == same(asyn) and sync["status"] == "ok"
+
+
+class Talker:
+    """A policy with a context: each turn's prompt grows; it never answers."""
+
+    name = "talker"
+
+    def __init__(self, limit):
+        self.context_limit = limit
+
+    def act(self, env, obs, info):
+        return "thinking " * 20
+
+
+def test_a_text_policy_that_would_overflow_its_context_ends_with_context_limit():
+    env = gym.make("AWorld/MCP-v0", **demo_env_kwargs(2))
+    count = lambda messages: sum(len(str(m.get("content") or "")) for m in messages) // 4  # noqa: E731
+    try:
+        env.reset(options={"task_index": 0})
+        first = count(env.unwrapped.messages)  # the system prompt and the task
+        limit = ContextLimit(max_model_len=first + 50 + 120, max_new_tokens=50, count=count, overflow_reward=-1.0)
+        traj = run_episode(env, Talker(limit), options={"task_index": 0})
+    finally:
+        env.close()
+    assert traj.termination == "context_limit" and traj.status == "failed" and traj.truncated
+    assert 0 < traj.num_turns < 20  # a few turns fit, then the check ended it before the model was asked
+    assert traj.ledger.components["context_limit"] == -1.0
+
+
+class Cut:
+    name = "cut"
+
+    def act(self, env, obs, info):
+        from aworld_gym.core.actions import Action, Sample
+
+        return Action('<tool_call>{"name": "add", "argum', sample=Sample(token_ids=[1, 2], finish_reason="length"))
+
+
+def test_a_reply_cut_off_by_max_tokens_is_its_own_ending_not_a_parse_error():
+    env = gym.make("AWorld/MCP-v0", **demo_env_kwargs(2))
+    try:
+        traj = run_episode(env, Cut(), options={"task_index": 0})
+    finally:
+        env.close()
+    assert traj.termination == "length" and traj.status == "failed" and traj.num_turns == 0
+    assert traj.extra["cut_reply"].startswith("<tool_call>")
+
+
+def test_a_server_killed_mid_episode_is_void_and_its_env_is_replaced():
+    from aworld_gym.rollout.collect import collect
+
+    summary = collect("AWorld/MCP-v0", PlanPolicy(), episodes=6, env_kwargs=demo_env_kwargs(6, "stdio", crash_every=3),
+                      concurrency=2, progress=False)  # fmt: skip
+    assert summary.void == 2 and summary.terminations["env_crash"] == 2
+    assert summary.successes == 4

@@ -1,0 +1,190 @@
+"""Training v2: one Trajectory through every face, void episodes masked in a real TRL GRPO step, context limits."""
+
+import math
+from types import SimpleNamespace
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("trl")
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import aworld_gym  # noqa: F401
+from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.hf_policy import HFPolicy
+from aworld_gym.rollout.stream import stream
+from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
+from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
+from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
+from tests.helpers import demo_env_kwargs
+from tests.trainers.test_trl import RecordingTrainer, batch_rows, config
+
+CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
+CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
+ANSWER = "<answer>3.0</answer>"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
+
+
+def turn_of(chat, ids):
+    return chat.decode(ids).count("<|im_start|>assistant") - 1  # model turns so far
+
+
+def scripted(chat, texts):
+    """A batch backend that answers turn ``k`` of every episode with ``texts[k]`` (known token ids)."""
+
+    def make(trainer):
+        def generate(inputs, max_new):
+            return [([*chat.encode(texts[min(turn_of(chat, ids), len(texts) - 1)]), chat.eos_id], None)
+                    for ids in inputs]  # fmt: skip
+
+        return generate
+
+    return make
+
+
+class TextScript:
+    """The same texts as a text policy (the runner's face)."""
+
+    name = "script"
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def act(self, env, obs, info):
+        return self.texts[min(len(env.turns), len(self.texts) - 1)]
+
+
+def comparable(traj):
+    turns = [{k: t[k] for k in ("turn", "action", "tool_calls", "observation", "reward", "reward_components")}
+             for t in traj.turns]  # fmt: skip
+    return turns, traj.reward, traj.status, traj.termination, traj.score
+
+
+def test_one_trajectory_through_every_face(tiny):
+    """The same task and policy give equal Trajectories through the driver's token mode, TRL's rollout_func and the
+    runner (turns, rewards, ending); the token faces give the same token ids."""
+    tok = AutoTokenizer.from_pretrained(tiny)
+    chat = ChatTokens(tok)
+    kwargs = demo_env_kwargs(4)
+    env = gym.make("AWorld/MCP-v0", **kwargs)
+    try:
+        direct = scripted_episode(env, chat, [CALL, ANSWER], options={"task_id": "add-2"}, budget=400)
+    finally:
+        env.close()
+    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, ANSWER]), **kwargs)
+    trainer = SimpleNamespace(processing_class=tok, max_completion_length=400, accelerator=None)
+    try:
+        out = rf([[{"role": "user", "content": "What is 2 + 1? Use the add tool."}]], trainer)
+        (via_trl,) = rf.last_trajectories
+    finally:
+        rf.close()
+    one_task = {**kwargs, "tasks": kwargs["tasks"][2:3]}
+    with stream("AWorld/MCP-v0", TextScript([CALL, ANSWER]), episodes=1, env_kwargs=one_task) as s:
+        (via_runner,) = list(s)
+    assert comparable(direct) == comparable(via_trl) == comparable(via_runner)
+    assert direct.status == "ok" and direct.reward == 1.0 and direct.num_turns == 2
+    assert via_trl.tokens == direct.tokens  # token for token, mask for mask
+    assert out["completion_ids"] == [direct.tokens.completion_ids] and out["env_mask"] == [direct.tokens.mask]
+    assert out["status"] == ["ok"] and out["reward"] == [1.0] and out["termination"] == ["answer"]
+
+
+class KillsHalf:
+    """A batch backend: the first turn of odd rows calls the demo server's ``crash`` tool (the server process exits:
+    a real mid-episode kill), even rows call ``add``; then every row answers."""
+
+    def __init__(self, chat):
+        self.chat = chat
+
+    def __call__(self, trainer):
+        def generate(inputs, max_new):
+            out = []
+            for i, ids in enumerate(inputs):
+                first = turn_of(self.chat, ids) == 0
+                text = (CRASH if i % 2 else CALL) if first else ANSWER
+                out.append(([*self.chat.encode(text), self.chat.eos_id], None))
+            return out
+
+        return generate
+
+
+def test_void_samples_are_masked_in_a_real_trl_grpo_step(tiny, tmp_path):
+    """Half of each GRPO group loses its MCP server mid-episode: those samples are void, every one of their completion
+    tokens is masked in the loss batch, their advantage is 0, the group's baseline is the live samples' mean, and the
+    trainer logs void/rate."""
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny)
+    chat = ChatTokens(tok)
+    kwargs = demo_env_kwargs(4, "stdio")
+    rf = make_rollout_func("AWorld/MCP-v0", generate=KillsHalf(chat), **kwargs)
+    seen = []
+    inner = rf.__call__
+
+    def record(prompts, trainer):
+        out = inner(prompts, trainer)
+        seen.extend(rf.last_trajectories)
+        return out
+
+    def right_answer(completions, score=None, weight=None, **_):  # varies within a group: wrong vs right answers
+        return [None if w == 0 else float(s or 0.0) for s, w in zip(score, weight, strict=True)]
+
+    trainer = RecordingTrainer(
+        model=model, processing_class=tok, reward_funcs=[env_reward, right_answer],
+        args=config(tmp_path, max_completion_length=200, max_steps=1), train_dataset=task_dataset(
+            "AWorld/MCP-v0", limit=1, **{**kwargs, "tasks": kwargs["tasks"][2:3]}), rollout_func=record,
+    )  # fmt: skip
+    try:
+        trainer.train()
+    finally:
+        rf.close()
+    assert [t.status for t in seen] == ["ok", "void"] * 2
+    assert {t.termination for t in seen if t.void} == {"env_crash"}
+    assert all(t.weight == 0.0 for t in seen if t.void)
+    rows = [r for b in trainer.batches for r in batch_rows(b)]
+    by_ids = {tuple(t.tokens.completion_ids): t for t in seen}
+    for ids, mask in rows:
+        traj = by_ids[tuple(ids)]
+        assert (sum(mask) == 0) == traj.void  # every token of a void sample masked; live ones train
+    adv = torch.cat([b["advantages"].flatten() for b in trainer.batches]).tolist()
+    assert len(adv) == 4 and adv[1] == adv[3] == 0.0  # void rows: no advantage
+    assert all(math.isfinite(a) for a in adv)
+    logged = [h for h in trainer.state.log_history if "void/rate" in h]
+    assert logged and logged[0]["void/rate"] == pytest.approx(0.5) and logged[0]["void/env_crash"] == pytest.approx(2)
+
+
+def test_context_limit_in_trls_rollout_func(tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    chat = ChatTokens(tok)
+    kwargs = demo_env_kwargs(4)
+    env = gym.make("AWorld/MCP-v0", **kwargs)
+    env.reset(options={"task_id": "add-2"})
+    prompt = len(chat.prompt_ids(env.unwrapped.messages))
+    env.close()
+    per_turn = 40
+    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, CALL, ANSWER]), max_new_tokens=per_turn,
+                           max_model_len=prompt + per_turn + 10, overflow_reward=-0.5, **kwargs)  # fmt: skip
+    trainer = SimpleNamespace(processing_class=tok, max_completion_length=400, accelerator=None)
+    try:
+        out = rf([[{"role": "user", "content": "What is 2 + 1? Use the add tool."}]] * 2, trainer)
+    finally:
+        rf.close()
+    assert out["termination"] == ["context_limit"] * 2 and out["status"] == ["failed"] * 2
+    assert out["num_turns"] == [1, 1]  # the first turn fit; its tool response left no room for the next
+    assert out["weight"] == [1.0, 1.0] and out["reward_components"][0]["context_limit"] == -0.5
+    assert all(sum(m) > 0 for m in out["env_mask"])  # trained on: the model's own fault
+
+
+def test_context_limit_in_the_runner_with_the_tiny_qwen3(tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    kwargs = demo_env_kwargs(2)
+    env = gym.make("AWorld/MCP-v0", **kwargs)
+    env.reset(options={"task_index": 0})
+    prompt = len(tok.apply_chat_template(env.unwrapped.messages, add_generation_prompt=True, tokenize=True,
+                                         return_dict=True)["input_ids"])  # fmt: skip
+    env.close()
+    policy = HFPolicy(str(tiny), max_new_tokens=16, max_model_len=prompt + 15, device="cpu")
+    summary = collect("AWorld/MCP-v0", lambda: policy, episodes=2, env_kwargs=kwargs, progress=False)
+    assert summary.terminations == {"context_limit": 2} and summary.void == 0
