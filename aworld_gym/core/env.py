@@ -290,7 +290,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         return {}
 
     async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
-        """After each step's tool calls: an env whose task ends by itself returns its :class:`TaskState`."""
+        """After each step's tool calls: an env whose task ends by itself returns its :class:`TaskState`. To show the
+        model other text, it replaces entries of ``results`` with :meth:`ToolResult.with_text` copies (never edits one)."""
         return None
 
     def score(self, answer: str, task: Task) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aworld_gym.base.calls import ToolCall
@@ -46,6 +46,15 @@ class ToolResult:
     def is_error(self) -> bool:
         """Whether the call failed (in any way: routing, checks, transport or the tool itself)."""
         return self.error is not None
+
+    def with_text(self, text: str) -> ToolResult:
+        """A copy showing the model ``text`` instead (e.g. without run-dependent URLs; ``self`` when ``text`` is
+        what it shows already); this result is not changed.
+
+        Results are never changed after the hub returns them: an env that shows the model something else puts
+        such a copy in its step's results (see :meth:`~aworld_gym.core.env.MCPEnv.acheck_task`).
+        """
+        return self if text == self.text else replace(self, text=text)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record (``info["tool_results"]``); ``"structured"`` only when the server sent some that the

@@ -203,8 +203,9 @@ class BrowserEnv(MCPEnv):
         return {"elements": [e.to_dict() for e in self.elements]} if self.element_boxes else {}
 
     async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
-        for result in results:  # what the agent sees is the same for the same seed and actions, run after run
-            result.text = steady(result.text, self.pages)
+        # what the agent sees is the same for the same seed and actions, run after run: copies without run-dependent
+        # text are what the step shows and records (the hub's results are not changed)
+        results[:] = [r.with_text(steady(r.text, self.pages)) for r in results]
         try:
             state = await self._read_state()
         except ServerError as exc:
