@@ -85,6 +85,15 @@ def test_make_rollout_func_on_the_new_env(units, tmp_path):
             processing_class=tok, max_completion_length=400, accelerator=None))  # fmt: skip
     finally:
         rf.close()
-    assert out["task_id"] == ["run"] and out["env_reward"] == [pytest.approx(1.2)]
+    assert out["task_id"] == ["run"] and out["reward"] == [pytest.approx(1.2)]
     assert out["reward_components"] == [{"task": 1.0, "efficiency": pytest.approx(0.2)}]
     assert 0 in out["env_mask"][0] and out["env_mask"][0][0] == 1  # model ids, then the env's tool response
+
+
+def test_the_trainer_adapter_guide_is_about_60_lines_on_the_shared_pieces():
+    code = blocks("trainer-adapter.md")[0]
+    lines = [line for line in code.splitlines() if line.strip()]
+    assert len(lines) <= 65  # "about 60 lines"
+    for piece in ("run_pooled", "GroupCollector", "training_rewards", "TokenMode", "EnvPool"):
+        assert piece in code  # built on the driver, the pool and the group collector, not a loop of its own
+    assert "while " not in code and "astep" not in code and ".step(" not in code

@@ -30,6 +30,7 @@ from aworld_gym.core.scoring import contains_match, exact_match
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
+from aworld_gym.core.token_cut import load_tokenizer
 from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
@@ -59,6 +60,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
         max_tool_output_chars: tool output beyond this is cut, with a note.
+        max_tool_output_tokens: what the model is shown of each tool result is cut at this many tokens of
+            ``tokenizer`` (an object with ``encode``/``decode``, or a local folder), with a note.
         max_argument_chars: a call whose JSON arguments are longer is refused.
         max_argument_depth: arguments nested deeper are refused (``invalid_arguments``).
         max_observation_chars: bound of the observation space.
@@ -96,6 +99,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         max_turns: int | None = None,
         max_episode_chars: int | None = None,
         max_tool_output_chars: int = 20_000,
+        max_tool_output_tokens: int | None = None,
+        tokenizer: Any = None,
         max_argument_chars: int = 200_000,
         max_argument_depth: int = 32,
         max_observation_chars: int = 1_000_000,
@@ -115,6 +120,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 raise ConfigError("max_turns must be at least 1")
             if tool_format not in TOOL_FORMATS:
                 raise ConfigError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
+            self.tokenizer = load_tokenizer(tokenizer, max_tool_output_tokens)
             self.tasks: TaskSource = load_tasks(tasks)
             self.scorer = get_scorer(scorer)
             self.parser = get_parser(action_format)
@@ -148,14 +154,13 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.tool_format = tool_format
         self.max_turns = max_turns
         self.max_episode_chars = max_episode_chars
+        self.max_tool_output_tokens = max_tool_output_tokens
         self.strict = strict
         self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
         self.turns: list[dict[str, Any]] = []
         self.task: Task | None = None
-        self.turn = 0
-        self.episode_reward = 0.0
-        self.episode_components: dict[str, float] = {}
+        self.turn, self.episode_reward, self.episode_components = 0, 0.0, {}
         self._head: list[dict[str, Any]] = []
         self._pending_limit: int | None = None  # what the TimeLimits around the env said during this reset
         self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
@@ -205,8 +210,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             score = self._score_answer(parsed)
         except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
             score, crash = None, self._crash(exc)
-        ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
-        out = finish_step(self, ctx, obs, info, self.rubric.score(self.rubric.step, ctx, self.hub.run_sync))
+        ctx, obs, info, messages = conclude_step(self, parsed, results, crash, score, state)
+        out = finish_step(self, ctx, obs, info, messages, self.rubric.score(self.rubric.step, ctx, self.hub.run_sync))
         if (ctx.terminated or ctx.truncated) and self.rubric.episode:
             ends = self.rubric.score(self.rubric.episode, episode_context(self, ctx), self.hub.run_sync)
             out = add_scores(self, out, ends)
@@ -231,8 +236,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 score = await asyncio.to_thread(self._score_answer, parsed) if slow else self._score_answer(parsed)
         except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
             score, crash = None, self._crash(exc)
-        ctx, obs, info = conclude_step(self, parsed, results, crash, score, state)
-        out = finish_step(self, ctx, obs, info, await self.rubric.ascore(self.rubric.step, ctx))
+        ctx, obs, info, messages = conclude_step(self, parsed, results, crash, score, state)
+        out = finish_step(self, ctx, obs, info, messages, await self.rubric.ascore(self.rubric.step, ctx))
         if (ctx.terminated or ctx.truncated) and self.rubric.episode:
             out = add_scores(self, out, await self.rubric.ascore(self.rubric.episode, episode_context(self, ctx)))
         return out
@@ -381,10 +386,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             return ParsedAction(text=action_text(action), errors=[f"the action parser failed: {exc!r}"])
 
     def _score_answer(self, parsed: ParsedAction) -> float | None:
-        if parsed.answer is None:
-            return None
         assert self.task is not None
-        return self.score(parsed.answer, self.task)
+        return None if parsed.answer is None else self.score(parsed.answer, self.task)
 
     def _release(self) -> None:
         try:
@@ -394,6 +397,4 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
 
     def _bound(self, text: str) -> str:
         limit = self.observation_space.max_length
-        if len(text) <= limit:
-            return text
-        return truncate(text, limit - 100)[0]
+        return text if len(text) <= limit else truncate(text, limit - 100)[0]

@@ -25,11 +25,14 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aworld_gym.core.trajectory import Termination
+
 if TYPE_CHECKING:
     from aworld_gym.core.actions import ParsedAction
     from aworld_gym.mcp.hub import ToolResult
 
-TRUNCATION_REASONS = ("turn_limit", "token_budget", "tool_timeout", "env_crash")
+# What an env step can truncate with (the driver adds context_limit, length, env_error, policy_error).
+TRUNCATION_REASONS = (Termination.TURN_LIMIT, Termination.TOKEN_BUDGET, Termination.TOOL_TIMEOUT, Termination.ENV_CRASH)
 
 
 @dataclass
@@ -127,15 +130,16 @@ def decide_ending(facts: StepFacts) -> Ending:
     if facts.answered:
         return _TERMINATED
     if facts.crash is not None:
-        return _TRUNCATED["env_crash"]
+        return _TRUNCATED[Termination.ENV_CRASH]
     if facts.infra_error is not None:
-        return _TRUNCATED["env_crash" if facts.infra_error == "server_died" else "tool_timeout"]
+        crashed = facts.infra_error == "server_died"
+        return _TRUNCATED[Termination.ENV_CRASH if crashed else Termination.TOOL_TIMEOUT]
     if facts.task_done:
         return _TERMINATED
     if facts.over_budget:
-        return _TRUNCATED["token_budget"]
+        return _TRUNCATED[Termination.TOKEN_BUDGET]
     if facts.at_turn_limit:
-        return _TRUNCATED["turn_limit"]
+        return _TRUNCATED[Termination.TURN_LIMIT]
     return _GOES_ON
 
 

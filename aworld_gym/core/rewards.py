@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.group_rewards import add_group_scores, apply_group_hooks, group_scores, score_group
 from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
+from aworld_gym.core.trajectory import Termination
 
 if TYPE_CHECKING:
     from aworld_gym.core.actions import ParsedAction
@@ -282,7 +283,7 @@ class FormatPenalty:
 
     def __call__(self, ctx: StepContext) -> dict[str, float]:
         bad = bool(ctx.parsed.errors) or (not ctx.parsed.tool_calls and ctx.parsed.answer is None)
-        return {self.name: self.penalty} if bad and ctx.truncation_reason != "env_crash" else {}
+        return {self.name: self.penalty} if bad and ctx.truncation_reason != Termination.ENV_CRASH else {}
 
 
 class ToolErrorPenalty:

@@ -13,6 +13,7 @@ from aworld_gym.core.actions import ParsedAction
 from aworld_gym.core.episode import StepFacts, TaskState, decide_ending, turn_messages
 from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
 from aworld_gym.core.rewards import EpisodeContext, Scores, StepContext
+from aworld_gym.core.token_cut import cut_tokens
 from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
 
 if TYPE_CHECKING:
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 def conclude_step(
     self: MCPEnv, parsed: ParsedAction, results: list[ToolResult], crash: str | None, score: float | None,
     state: TaskState | None,
-) -> tuple[StepContext, str, dict[str, Any]]:  # fmt: skip
-    """Decide the ending and render the observation (the tool results are not changed)."""
+) -> tuple[StepContext, str, dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+    """Decide the ending and render the observation (the tool results are not changed); returns the step's context,
+    observation, info and the chat messages the turn adds (for its turn log entry)."""
     assert self.task is not None
     if state is not None and crash is None:
         crash = state.crash
@@ -31,7 +33,7 @@ def conclude_step(
     infra = [r.error for r in results if r.error in (TIMEOUT, SERVER_DIED)]
     task_done = bool(state is not None and state.done and results)
     images = list(state.images) if state is not None and crash is None and results else []
-    texts = [r.text for r in results]
+    texts = [cut_tokens(r.text, self.tokenizer, self.max_tool_output_tokens) for r in results]
     if state is not None and state.note and texts:
         texts[-1] += "\n" + state.note
     parts = ["Format error: " + "; ".join(errors) + ". " + FORMAT_HINT] if errors else []
@@ -81,8 +83,8 @@ def conclude_step(
         "action_error": action_error,
         "answer": parsed.answer,
         "score": score,
-        "_messages": turn_messages(parsed, results, texts, feedback, images),
     }
+    messages = turn_messages(parsed, results, texts, feedback, images)
     self.observation_images = images
     if images:
         info["images"] = images
@@ -91,7 +93,7 @@ def conclude_step(
     if state is not None:
         info["task_state"] = state.info
         info.update(state.step_info)
-    return ctx, obs, info
+    return ctx, obs, info, messages
 
 
 def episode_context(self: MCPEnv, ctx: StepContext) -> EpisodeContext:
@@ -100,7 +102,7 @@ def episode_context(self: MCPEnv, ctx: StepContext) -> EpisodeContext:
 
 
 def finish_step(
-    self: MCPEnv, ctx: StepContext, obs: str, info: dict[str, Any], steps: Scores
+    self: MCPEnv, ctx: StepContext, obs: str, info: dict[str, Any], messages: list[dict[str, Any]], steps: Scores
 ) -> tuple[str, float, bool, bool, dict[str, Any]]:
     """Add the step's rewards, append the turn to the log, and return the step's 5-tuple."""
     self.last_context = ctx
@@ -130,7 +132,7 @@ def finish_step(
             "action_error": ctx.action_error,
             "answer": ctx.answer,
             "step_time_s": info["step_time_s"],
-            "messages": info.pop("_messages"),
+            "messages": messages,
         }
     )
     self._done = ctx.terminated or ctx.truncated

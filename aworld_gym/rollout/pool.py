@@ -1,9 +1,10 @@
 """The env pool: the one place where engines and trainer faces make, reuse, replace and close envs.
 
 MCP servers, sandboxes and browsers are not restarted per episode: an env is made once (in a worker thread), handed
-out for one episode at a time and put back; an env whose episode broke it (``env_error``, ``env_crash``) is closed,
-never reused. :func:`run_pooled` runs one episode on a pooled env through the driver, and re-runs a ``void`` episode
-(infrastructure's fault) on a fresh env when ``retry_void`` allows.
+out for one episode at a time and put back; an env whose episode broke it (``env_error``: it raised or could not
+reset) is closed, never reused (after ``env_crash`` the env restarts the dead server at its next reset).
+:func:`run_pooled` runs one episode on a pooled env through the driver, and re-runs a ``void`` episode
+(infrastructure's fault) when ``retry_void`` allows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aworld_gym.rollout.driver import arun_episode, policy_name
 
 logger = logging.getLogger(__name__)
 
-BREAKS_ENV = frozenset({Termination.ENV_ERROR, Termination.ENV_CRASH})
+BREAKS_ENV = frozenset({Termination.ENV_ERROR})
 
 
 class EnvPool:

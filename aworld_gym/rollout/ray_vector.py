@@ -20,6 +20,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from aworld_gym.core.trajectory import Termination
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 
 
@@ -152,7 +153,9 @@ class RayVectorEnv(VectorEnv):
                 o, info = self._replace(i, dead)
                 obs.append(o)
                 truncs[i] = kind == "step"
-                infos = self._add_info(infos, {**info, "truncation_reason": "env_crash"} if kind == "step" else info, i)
+                infos = self._add_info(
+                    infos, {**info, "truncation_reason": Termination.ENV_CRASH} if kind == "step" else info, i
+                )
                 continue
             if kind == "reset":
                 o, info = value

@@ -143,10 +143,24 @@ def test_a_reply_cut_off_by_max_tokens_is_its_own_ending_not_a_parse_error():
     assert traj.extra["cut_reply"].startswith("<tool_call>")
 
 
-def test_a_server_killed_mid_episode_is_void_and_its_env_is_replaced():
+def test_a_server_killed_mid_episode_is_void_and_the_run_goes_on():
     from aworld_gym.rollout.collect import collect
 
     summary = collect("AWorld/MCP-v0", PlanPolicy(), episodes=6, env_kwargs=demo_env_kwargs(6, "stdio", crash_every=3),
                       concurrency=2, progress=False)  # fmt: skip
     assert summary.void == 2 and summary.terminations["env_crash"] == 2
     assert summary.successes == 4
+
+
+def test_stream_groups_takes_collects_keywords_and_retries_void_episodes():
+    from aworld_gym import stream_groups
+
+    kwargs = demo_env_kwargs(4, "stdio", crash_every=4)  # add-3's plan kills its server first
+    groups = list(stream_groups("AWorld/MCP-v0", PlanPolicy(), episodes=8, group_size=2, env_kwargs=kwargs,
+                                concurrency=2, void_policy="retry", retry_void=1))  # fmt: skip
+    trajs = [t for g in groups for t in g]
+    assert len(trajs) == 8 and all(len({t.task_id for t in g}) == 1 for g in groups)
+    void = [t for t in trajs if t.void]
+    assert [t.task_id for t in void] == ["add-3", "add-3"]  # run twice each (it always crashes), then masked
+    assert all(t.extra["attempts"] == 2 and t.weight == 0.0 for t in void)
+    assert all(t.weight == 1.0 and "attempts" not in t.extra for t in trajs if not t.void)

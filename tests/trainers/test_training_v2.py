@@ -188,3 +188,19 @@ def test_context_limit_in_the_runner_with_the_tiny_qwen3(tiny):
     policy = HFPolicy(str(tiny), max_new_tokens=16, max_model_len=prompt + 15, device="cpu")
     summary = collect("AWorld/MCP-v0", lambda: policy, episodes=2, env_kwargs=kwargs, progress=False)
     assert summary.terminations == {"context_limit": 2} and summary.void == 0
+
+
+def test_tool_output_cut_by_tokens(tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    text = "word " * 300
+    env = gym.make("AWorld/MCP-v0", **demo_env_kwargs(2), max_tool_output_tokens=12, tokenizer=str(tiny))
+    try:
+        env.reset(options={"task_index": 0})
+        call = '<tool_call>{"name": "echo", "arguments": {"text": "' + text + '"}}</tool_call>'
+        obs, _, _, _, info = env.step(call)
+    finally:
+        env.close()
+    assert info["tool_results"][0]["text"].strip() == text.strip()  # the tool result itself is not changed
+    shown = obs.split("<tool_response>\n", 1)[1].split("\n[...", 1)[0]
+    assert len(tok.encode(shown, add_special_tokens=False)) <= 12
+    assert "more tokens of this tool's output were cut]" in obs
