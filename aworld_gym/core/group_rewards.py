@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import sum_into
 
 if TYPE_CHECKING:
     from aworld_gym.core.rewards import Rubric, Scores
@@ -65,8 +66,7 @@ def add_group_scores(records: Sequence[dict[str, Any]], scores: Sequence[Scores]
     """Add each episode's group components to its record (reward, reward_components, metrics, reward_errors)."""
     for rec, s in zip(records, scores, strict=True):
         comps = dict(rec.get("reward_components") or {})
-        for key, v in s.components.items():
-            comps[key] = comps.get(key, 0.0) + v
+        sum_into(comps, s.components)
         rec["reward_components"] = comps
         rec["reward"] = float(rec.get("reward") or 0.0) + s.total
         rec["group_reward_components"] = dict(s.components)

@@ -1,7 +1,8 @@
 """One step's conclusion: the ending, the observation, the info, the rewards and the turn log entry.
 
 Shared by both faces of :class:`~aworld_gym.core.env.MCPEnv` (``self`` is the env). Tool results are rendered as
-they came back from the hub, never changed.
+the env's ``acheck_task`` left them (an env shows other text through ``ToolResult.with_text`` copies; a result is
+never edited), cut by tokens when the env has ``max_tool_output_tokens``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from aworld_gym.core.episode import StepFacts, TaskState, decide_ending, turn_me
 from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
 from aworld_gym.core.rewards import EpisodeContext, Scores, StepContext
 from aworld_gym.core.token_cut import cut_tokens
+from aworld_gym.core.trajectory import sum_into
 from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
 
 if TYPE_CHECKING:
@@ -111,9 +113,7 @@ def finish_step(
     components = steps.components
     reward = steps.total if components else 0.0
     if components:
-        totals = self.episode_components
-        for k, v in components.items():
-            totals[k] = totals.get(k, 0.0) + v
+        sum_into(self.episode_components, components)
         self.episode_reward += reward
     info["reward_components"] = components
     if steps.metrics:
@@ -145,9 +145,8 @@ def add_scores(
     """Add ``scores`` (a step's episode hooks') to the step's reward, its info and the turn log."""
     obs, reward, terminated, truncated, info = out
     components = dict(info.get("reward_components") or {})
-    for k, v in scores.components.items():
-        components[k] = components.get(k, 0.0) + v
-        self.episode_components[k] = self.episode_components.get(k, 0.0) + v
+    sum_into(components, scores.components)
+    sum_into(self.episode_components, scores.components)
     reward = float(reward) + scores.total
     self.episode_reward += scores.total
     info["reward_components"] = components

@@ -62,6 +62,13 @@ def status_of(termination: str | None, score: float | None, terminated: bool) ->
     return FAILED
 
 
+def sum_into(totals: dict[str, float], components: Mapping[str, float]) -> float:
+    """Add ``components`` into ``totals`` (the one place reward components are summed); returns their sum."""
+    for k, v in components.items():
+        totals[k] = totals.get(k, 0.0) + float(v)
+    return float(sum(components.values()))
+
+
 @dataclass
 class RewardLedger:
     """The one place where reward components are summed: ``total`` is always the sum of what was added.
@@ -81,15 +88,13 @@ class RewardLedger:
     def add(self, components: Mapping[str, float], total: float | None = None) -> float:
         """Add components; ``total`` (default: their sum) is what they add to the reward (a Gymnasium reward
         wrapper's transform shows in the total, not in the components). Returns the added total."""
-        for k, v in components.items():
-            self.components[k] = self.components.get(k, 0.0) + float(v)
-        added = float(sum(components.values()) if total is None else total)
+        added = sum_into(self.components, components)
+        added = added if total is None else float(total)
         self.total += added
         return added
 
     def add_metrics(self, metrics: Mapping[str, float] | None, errors: Mapping[str, str] | None = None) -> None:
-        for k, v in (metrics or {}).items():
-            self.metrics[k] = self.metrics.get(k, 0.0) + float(v)
+        sum_into(self.metrics, metrics or {})
         self.errors.update(errors or {})
 
 

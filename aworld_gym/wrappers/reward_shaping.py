@@ -8,6 +8,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores
+from aworld_gym.core.trajectory import sum_into
 
 
 class RewardShaping(gym.Wrapper[str, str, str, str]):
@@ -67,8 +68,7 @@ class RewardShaping(gym.Wrapper[str, str, str, str]):
         turns = list(getattr(self.env.unwrapped, "turns", []))
         components: dict[str, float] = {}
         for t in turns:
-            for k, v in (t.get("reward_components") or {}).items():
-                components[k] = components.get(k, 0.0) + v
+            sum_into(components, t.get("reward_components") or {})
         return EpisodeContext(ctx.task, turns, ctx, float(sum(t.get("reward", 0.0) for t in turns)), components)
 
     def _combine(
@@ -76,8 +76,7 @@ class RewardShaping(gym.Wrapper[str, str, str, str]):
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = out
         components = {} if replace else dict(info.get("reward_components", {}))
-        for k, v in scores.components.items():
-            components[k] = components.get(k, 0.0) + v
+        sum_into(components, scores.components)
         info = {**info, "reward_components": components}
         if scores.metrics:
             info["metrics"] = {**info.get("metrics", {}), **scores.metrics}

@@ -143,7 +143,7 @@ def test_a_vision_model_solves_by_coordinates_and_its_screenshots_are_files(tmp_
         assert [r["score"] for r in records] == [1.0] * 4, [r["turns"][-1]["observation"][:300] for r in records]
         files = [Path(r["screenshot"]).read_bytes() for r in records]
         assert files == model.seen  # one turn each: the image of the first observation is what the model saw
-        assert all("data:image" not in json.dumps(r) for r in records)
+        assert all("data:image" not in json.dumps(r.to_record()) for r in records)
         calls = [t["tool_calls"][0]["name"] for r in records for t in r["turns"]]
         assert calls == ["browser_mouse_click_xy"] * 4
 
