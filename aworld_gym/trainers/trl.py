@@ -199,8 +199,10 @@ class AWorldRolloutFunc:
         if self._loop is None:
             self._loop = BackgroundLoop()
 
+        limit = self.max_model_len or model_len(trainer)
+
         def mode(gen: Callable[..., Any]) -> TokenMode:
-            return TokenMode(chat, gen, budget, max_new_tokens=self.max_new_tokens, max_model_len=self.max_model_len,
+            return TokenMode(chat, gen, budget, max_new_tokens=self.max_new_tokens, max_model_len=limit,
                              overflow_reward=self.overflow_reward)  # fmt: skip
 
         trajectories = run_token_batch(
@@ -224,6 +226,17 @@ class AWorldRolloutFunc:
 
         total = accelerator.gather(torch.tensor([n], device=accelerator.device)).sum().item()
         return total > 0
+
+
+def model_len(trainer: Any) -> int | None:
+    """The context the trainer's generations have: vLLM's ``vllm_max_model_length`` when it generates, else the
+    model config's ``max_position_embeddings`` (``None`` when neither is known)."""
+    args = getattr(trainer, "args", None)
+    if getattr(trainer, "use_vllm", False) and getattr(args, "vllm_max_model_length", None):
+        return int(args.vllm_max_model_length)
+    config = getattr(getattr(trainer, "model", None), "config", None)
+    n = getattr(config, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) else None
 
 
 def batch_of(trajectories: list[Trajectory], chat: ChatTokens, prompts: Sequence[Any]) -> dict[str, Any]:
@@ -291,8 +304,9 @@ def make_rollout_func(
             ``"mask"``-ed (every completion token gets ``env_mask`` 0 and the reward functions return ``None``, so
             TRL leaves it out of the loss and of its group's baseline), ``"retry"``-ed (run again, ``retry_void``
             times, default 2, then masked) or trained on as reward 0 (``"zero"``).
-        max_model_len: the model's context: a turn whose prompt plus ``max_new_tokens`` would not fit ends the
-            episode with ``context_limit`` (status ``failed``), with ``overflow_reward`` as its reward component.
+        max_model_len: the model's context (default: vLLM's ``vllm_max_model_length``, else the model config's
+            ``max_position_embeddings``): a turn whose prompt plus ``max_new_tokens`` would not fit ends the episode
+            with ``context_limit`` (status ``failed``), with ``overflow_reward`` as its reward component.
         max_new_tokens: tokens per model turn (default: what is left of ``max_completion_length``).
         generate: ``trainer -> (inputs, max_new_tokens) -> [(ids, logprobs)]``, to override the backend (the
             default is the trainer's vLLM when ``use_vllm=True``, else its HF model).

@@ -125,7 +125,8 @@ class AWorldAgentLoop(AgentLoopBase):
             path ``"package.module:make_env"`` (what a YAML file can hold); a row's ``extra_info.env_factory`` wins.
         env_kwargs: ``gym.make`` kwargs (merged under a row's ``extra_info.env_kwargs``), with an id only.
         void_policy: ``"mask"`` (default), ``"retry"`` (``retry_void`` re-runs, default 2, then masked) or ``"zero"``.
-        max_model_len: the model's context: a turn that would not fit ends the episode with ``context_limit``.
+        max_model_len: the model's context (default: ``rollout.max_model_len``): a turn that would not fit ends the
+            episode with ``context_limit``.
     """
 
     def __init__(
@@ -146,7 +147,9 @@ class AWorldAgentLoop(AgentLoopBase):
         self.env_kwargs = _plain(env_kwargs or {})
         self.void_policy = check_void_policy(void_policy)
         self.retry_void = (2 if void_policy == "retry" else 0) if retry_void is None else int(retry_void)
-        self.max_model_len = max_model_len
+        # the context verl's servers have (its rollout config's max_model_len, when it sets one)
+        configured = self.rollout_config.get("max_model_len", None) if hasattr(self.rollout_config, "get") else None
+        self.max_model_len = max_model_len or (int(configured) if configured else None)
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:

@@ -164,3 +164,20 @@ def test_stream_groups_takes_collects_keywords_and_retries_void_episodes():
     assert [t.task_id for t in void] == ["add-3", "add-3"]  # run twice each (it always crashes), then masked
     assert all(t.extra["attempts"] == 2 and t.weight == 0.0 for t in void)
     assert all(t.weight == 1.0 and "attempts" not in t.extra for t in trajs if not t.void)
+
+
+def test_the_report_counts_void_episodes_by_kind():
+    from aworld_gym.report.stats import summarize_records
+    from aworld_gym.report.tables import render
+
+    records = [
+        Trajectory("x", task_id="a", termination="answer", terminated=True, score=1.0).to_record(),
+        Trajectory("x", task_id="a", termination="turn_limit", truncated=True).to_record(),
+        Trajectory("x", task_id="b", termination="env_crash", truncated=True).to_record(),
+        {"task_id": "b", "termination": "env_error", "truncated": True},  # an older record without a status
+    ]
+    s = summarize_records(records)
+    assert s["statuses"] == {"ok": 1, "failed": 1, "void": 2}
+    assert s["void"] == {"rate": 0.5, "by_kind": {"env_crash": 1, "env_error": 1}}
+    text = render(s)
+    assert "void: env_crash" in text and "statuses" in text

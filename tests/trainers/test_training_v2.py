@@ -204,3 +204,13 @@ def test_tool_output_cut_by_tokens(tiny):
     shown = obs.split("<tool_response>\n", 1)[1].split("\n[...", 1)[0]
     assert len(tok.encode(shown, add_special_tokens=False)) <= 12
     assert "more tokens of this tool's output were cut]" in obs
+
+
+def test_the_context_defaults_to_what_the_trainer_knows():
+    from aworld_gym.trainers.trl import model_len
+
+    model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
+    assert model_len(SimpleNamespace(model=model)) == 4096
+    vllm = SimpleNamespace(model=model, use_vllm=True, args=SimpleNamespace(vllm_max_model_length=2048))
+    assert model_len(vllm) == 2048
+    assert model_len(SimpleNamespace()) is None

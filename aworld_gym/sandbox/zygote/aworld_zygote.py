@@ -225,8 +225,15 @@ class Zygote:
         os.write(self.replies, (json.dumps(reply) + "\n").encode())
 
     def done(self, ex: Spare) -> None:
-        if ex.cgroup and not ex.cgroup.remove():
-            self.removing.append(ex.cgroup)
+        """Give the execution's cgroup back before its reply goes out; the kernel may hold it a few ms after its last
+        process (an OOM kill), so it is retried briefly, then in the background."""
+        if not ex.cgroup:
+            return
+        for _ in range(20):
+            if ex.cgroup.remove():
+                return
+            time.sleep(0.005)
+        self.removing.append(ex.cgroup)
 
     def handle(self, line: bytes) -> None:
         req = json.loads(line)
@@ -264,8 +271,9 @@ class Zygote:
                     self.buf += chunk
                 elif fd in self.running:
                     ex = self.running.pop(fd)
-                    self.reply(ex.finish())
+                    result = ex.finish()
                     self.done(ex)
+                    self.reply(result)
                 else:  # a spare died before its request (nothing ran in it)
                     spare = next(sp for sp in self.spares if sp.pidfd == fd)
                     self.spares.remove(spare)
