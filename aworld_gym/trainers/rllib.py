@@ -9,6 +9,12 @@ ids as the observation::
 
     register_all()
     config = PPOConfig().environment("AWorld/MCP-v0", env_config={**env_kwargs, "menu": [call_a, call_b, answer]})
+    config = config.callbacks(void_metrics())  # void/rate and void/<kind> in RLlib's results
+
+RLlib's EnvRunner owns the episode loop (it calls ``env.step`` itself), so this face is an env, not a run of the
+episode driver. A void episode (infrastructure's fault: ``env_crash``, ``tool_timeout``) ends *truncated*, so
+RLlib's value bootstrapping continues it from the value estimate instead of scoring a terminal 0; ``info["status"]``
+says ``void`` on its last step, and :func:`void_metrics` counts it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 
 import aworld_gym
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import VOID, Termination
 
 MENU_KEY = "menu"
 OBS_TOKENS_KEY = "obs_tokens"
@@ -76,6 +83,8 @@ class MenuActions(gym.Wrapper):
         text = self.menu[int(action)]
         obs, reward, terminated, truncated, info = self.env.step(text)
         self._history += self.tokenize(text)
+        if truncated and info.get("truncation_reason") in Termination.VOID:
+            info = {**info, "status": VOID}
         return self._obs(obs), float(reward), terminated, truncated, info
 
 
@@ -98,3 +107,20 @@ def register_all() -> list[str]:
     for env_id in ids:
         register_env(env_id, functools.partial(make_env, env_id))
     return ids
+
+
+def void_metrics() -> type:
+    """An ``RLlibCallback`` class logging ``void/rate`` (the share of episodes that ended for infrastructure reasons)
+    and ``void/<kind>`` counts, for ``config.callbacks(void_metrics())``."""
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    class VoidMetrics(RLlibCallback):
+        def on_episode_end(self, *, episode: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
+            kind = (episode.get_infos(-1) or {}).get("truncation_reason") if episode.is_truncated else None
+            void = kind in Termination.VOID
+            if metrics_logger is not None:
+                metrics_logger.log_value("void/rate", float(void), reduce="mean")
+                if void:
+                    metrics_logger.log_value(f"void/{kind}", 1.0, reduce="sum")
+
+    return VoidMetrics

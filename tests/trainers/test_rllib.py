@@ -73,3 +73,27 @@ def test_rllib_ppo_learns_on_an_aworld_env():
         assert max(means[-2:]) > means[0]  # it improves on a random menu policy
     finally:
         ray.shutdown()
+
+
+def test_void_episodes_are_marked_and_counted():
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from aworld_gym.trainers.rllib import void_metrics
+    from tests.helpers import demo_env_kwargs
+
+    crash = '<tool_call>{"name": "crash", "arguments": {}}</tool_call>'
+    env = make_env("AWorld/MCP-v0", {**demo_env_kwargs(2, "stdio"), "menu": [crash], "obs_tokens": 16})
+    try:
+        obs, info = env.reset(options={"task_index": 0})
+        obs2, reward, terminated, truncated, info = env.step(0)  # the server process exits mid-episode
+    finally:
+        env.close()
+    assert truncated and not terminated and info["truncation_reason"] == "env_crash" and info["status"] == "void"
+    callback, logger = void_metrics()(), MetricsLogger()
+    for infos in ([{}, info], [{}, {"truncation_reason": "turn_limit"}]):
+        episode = SingleAgentEpisode(observations=[obs, obs2], infos=infos, actions=[0], rewards=[reward],
+                                     truncated=True)  # fmt: skip
+        callback.on_episode_end(episode=episode, metrics_logger=logger, env_index=0)
+    out = logger.reduce()
+    assert out["void/rate"].peek() == 0.5 and out["void/env_crash"].peek() == 1.0
