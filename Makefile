@@ -7,7 +7,7 @@ VERL_VENV := .venv-verl
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs
+EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl
 
 .PHONY: run test docs setup system-deps node-deps lint bench clean
 

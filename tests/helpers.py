@@ -136,3 +136,15 @@ def grouped_env(n: int = 4):
     from aworld_gym.wrappers import RewardShaping
 
     return RewardShaping(shaped_env(n), [Hook(count_group, on="group", weight=0.1)])
+
+
+class TextScript:
+    """A text policy that sends ``texts[k]`` on turn ``k`` (the last one from then on): the same turns on every face."""
+
+    name = "script"
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+    def act(self, env, obs, info) -> str:
+        return self.texts[min(len(env.turns), len(self.texts) - 1)]

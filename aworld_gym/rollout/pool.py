@@ -58,6 +58,20 @@ class EnvPool:
             return
         self._free.append(env)
 
+    def take(self) -> Any:
+        """:meth:`acquire` from sync code (the env made in this thread)."""
+        return self._free.pop() if self._free else self._made(self.make())
+
+    def give(self, env: Any, broken: bool = False) -> None:
+        """:meth:`release` from sync code."""
+        if broken or len(self._free) >= self.max_idle:
+            try:
+                env.close()
+            except Exception as exc:  # noqa: BLE001 - a broken env is dropped either way
+                logger.warning("closing an env failed: %r", exc)
+            return
+        self._free.append(env)
+
     def peek(self) -> Any:
         """An idle env to read from (its tasks, its tools), made synchronously if there is none."""
         if not self._free:

@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aworld_gym.core.trajectory import Trajectory
@@ -25,6 +25,7 @@ __all__ = [
     "Generate",
     "TokenMode",
     "adhoc_task",
+    "episode_options",
     "new_env_messages",
     "prompt_text",
     "run_token_batch",
@@ -175,6 +176,19 @@ def prompt_text(prompt: Any) -> str:
         text = users[-1]["content"] if users else ""
         return text if isinstance(text, str) else json.dumps(text)
     return "" if prompt is None else str(prompt)
+
+
+def episode_options(extra_info: Mapping[str, Any], raw_prompt: Any) -> dict[str, Any]:
+    """``env.reset`` options for a dataset row: its task (by id, index or whole), else an ad-hoc task made from
+    the row's prompt; ``{}`` (a task drawn by the env) when the row names none and has no prompt."""
+    if "task" in extra_info:
+        return {"task": dict(extra_info["task"])}
+    if "task_id" in extra_info:
+        return {"task_id": str(extra_info["task_id"])}
+    if "task_index" in extra_info:
+        return {"task_index": int(extra_info["task_index"])}
+    text = prompt_text(raw_prompt)
+    return {"task": adhoc_task(text)} if text else {}
 
 
 def adhoc_task(text: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
 from aworld_gym.rollout.pool import EnvPool, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
-from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
+from aworld_gym.trainers.token_rollout import episode_options
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
 logger = logging.getLogger(__name__)
@@ -100,19 +100,6 @@ def _plain(obj: Any) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - verl always brings omegaconf
         pass
     return dict(obj)
-
-
-def episode_options(extra_info: Mapping[str, Any], raw_prompt: Any) -> dict[str, Any]:
-    """``env.reset`` options for a dataset row: its task (by id, index or whole), else an ad-hoc task made from
-    the row's prompt; ``{}`` (a task drawn by the env) when the row names none and has no prompt."""
-    if "task" in extra_info:
-        return {"task": dict(extra_info["task"])}
-    if "task_id" in extra_info:
-        return {"task_id": str(extra_info["task_id"])}
-    if "task_index" in extra_info:
-        return {"task_index": int(extra_info["task_index"])}
-    text = prompt_text(raw_prompt)
-    return {"task": adhoc_task(text)} if text else {}
 
 
 @register(AGENT_NAME)

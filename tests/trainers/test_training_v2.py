@@ -17,7 +17,7 @@ from aworld_gym.rollout.stream import stream
 from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
 from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
 from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
-from tests.helpers import demo_env_kwargs
+from tests.helpers import TextScript, demo_env_kwargs
 from tests.trainers.test_trl import RecordingTrainer, batch_rows, config
 
 CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
@@ -45,18 +45,6 @@ def scripted(chat, texts):
         return generate
 
     return make
-
-
-class TextScript:
-    """The same texts as a text policy (the runner's face)."""
-
-    name = "script"
-
-    def __init__(self, texts):
-        self.texts = texts
-
-    def act(self, env, obs, info):
-        return self.texts[min(len(env.turns), len(self.texts) - 1)]
 
 
 def comparable(traj):

@@ -1,0 +1,162 @@
+"""SkyRL (``skyrl-gym`` >= 0.4): every AWorld id as a skyrl-gym ``BaseTextEnv``.
+
+SkyRL's generator runs the loop: ``env = skyrl_gym.make(env_class, env_config=..., extras=row)``, then
+``env.init(prompt)`` (the conversation the model starts from: the env's system prompt with its tools and the task),
+``env.step(text)`` per model turn (the env's answer as chat messages, the step's reward, ``done``, metadata), and
+``env.get_metrics()`` at the end. Each instance runs one episode on a pooled AWorld env (servers and browsers are
+not restarted per sample) and keeps its :class:`~aworld_gym.core.trajectory.Trajectory`, recorded by the episode
+driver's own step recorder, so this face gives the same turns and rewards as every other.
+
+Void episodes (infrastructure's fault) end at once with ``metadata["status"] == "void"`` and ``get_metrics()["void"]``
+1; SkyRL's generator builds the loss mask itself, so :func:`mask_void` applies the void policy to its
+``GeneratorOutput`` (every token of a void row masked, its reward the mean of its group's live rows).
+
+::
+
+    from aworld_gym.trainers.skyrl import register_all
+    register_all()  # "aworld" (env_id in env_config or the row's extras) and every AWorld/* id
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+
+import aworld_gym
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import VOID, Termination, Trajectory
+from aworld_gym.rollout.driver import error_text, record_step
+from aworld_gym.rollout.envs import env_factory
+from aworld_gym.rollout.groups import check_void_policy
+from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.tokens import new_env_messages
+from aworld_gym.trainers.token_rollout import episode_options
+
+GENERIC_ID = "aworld"
+_POOLS: dict[str, EnvPool] = {}
+
+
+def _pool(env_id: str, env_kwargs: Mapping[str, Any]) -> EnvPool:
+    key = json.dumps([env_id, env_kwargs], sort_keys=True, default=str)
+    if key not in _POOLS:
+        _POOLS[key] = EnvPool(env_factory(env_id, dict(env_kwargs) or None))
+    return _POOLS[key]
+
+
+class AWorldTextEnv(BaseTextEnv):
+    """One AWorld episode for SkyRL.
+
+    Args:
+        env_config: SkyRL's per-env config (``environment.skyrl_gym.<env_class>``): ``env_id``, ``env_kwargs``,
+            ``max_turns``, ``void_policy`` (``"mask"`` or ``"zero"``).
+        extras: the dataset row's fields: ``env_id`` / ``env_kwargs`` (win over the config), and the task as
+            ``task_id`` / ``task_index`` / ``task`` (directly or in ``extra_info``), ``seed``.
+        env_id: set by the registration of an ``AWorld/*`` id.
+    """
+
+    def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, env_id: str | None = None):
+        super().__init__()
+        config, extras = dict(env_config or {}), dict(extras or {})
+        self.env_id = extras.get("env_id") or config.get("env_id") or env_id
+        if not self.env_id:
+            raise ConfigError("the aworld SkyRL env needs env_id (in env_config or the row's extras)")
+        self.env_kwargs = {**dict(config.get("env_kwargs") or {}), **dict(extras.get("env_kwargs") or {})}
+        self.max_turns = int(config.get("max_turns") or 64)
+        self.void_policy = check_void_policy(str(config.get("void_policy") or "mask"))
+        self.extras = extras
+        self.pool = _pool(str(self.env_id), self.env_kwargs)
+        self.env: Any = None
+        self.trajectory = Trajectory(str(self.env_id), policy="skyrl")
+
+    def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        info = dict(self.extras.get("extra_info") or {})
+        options = episode_options({**info, **self.extras}, prompt)
+        traj = self.trajectory
+        try:
+            self.env = self.pool.take()
+            _, reset_info = self.env.reset(seed=self.extras.get("seed"), options=options)
+        except Exception as exc:  # noqa: BLE001 - a void episode: SkyRL's batch goes on
+            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+            return list(prompt), {"status": VOID}
+        unwrapped = self.env.unwrapped
+        traj.task_id, traj.task_meta = reset_info.get("task_id"), dict(reset_info.get("task_meta") or {})
+        if isinstance(getattr(unwrapped, "turns", None), list):
+            traj.turns = unwrapped.turns
+        return [dict(m) for m in unwrapped.messages], {"task_id": traj.task_id}
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        traj = self.trajectory
+        if traj.done or self.env is None:
+            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=self._metadata())
+        self.turns += 1
+        before = len(self.env.unwrapped.messages)
+        try:
+            out = self.env.step(action)
+        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
+            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=self._metadata())
+        record_step(traj, action, out, 0.0, 0.0, own=not isinstance(getattr(self.env.unwrapped, "turns", None), list))
+        if not traj.done and self.turns >= self.max_turns:
+            traj.end(Termination.TURN_LIMIT)
+        observations = [] if traj.done else new_env_messages(self.env, before + 1)
+        obs = [{"role": m["role"], "content": m["content"]} for m in observations]
+        return BaseTextEnvStepOutput(observations=obs, reward=float(out[1]), done=traj.done, metadata=self._metadata())
+
+    def _metadata(self) -> dict[str, Any]:
+        t = self.trajectory
+        weight = 0.0 if t.void and self.void_policy != "zero" else 1.0
+        return {"status": t.status, "termination": t.termination, "weight": weight, "score": t.score,
+                "task_id": t.task_id}  # fmt: skip
+
+    def get_metrics(self) -> dict[str, Any]:
+        t = self.trajectory
+        return {"void": float(t.void), "score": float(t.score or 0.0), "turns": float(t.num_turns),
+                "reward": t.reward, "weight": self._metadata()["weight"]}  # fmt: skip
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            self.pool.give(env, broken=self.trajectory.termination == Termination.ENV_ERROR)
+
+
+def mask_void(output: dict[str, Any]) -> dict[str, Any]:
+    """Apply the void policy to a SkyRL ``GeneratorOutput`` (in place): a row whose env metrics say ``weight`` 0
+    gets every loss-mask entry 0 and, as its reward, the mean reward of its group's live rows (the group is the
+    row's ``trajectory_ids[i].instance_id``), so GRPO's group baseline does not move. Returns ``output``."""
+    metrics = output.get("env_metrics") or [{} for _ in output["rewards"]]
+    ids = output.get("trajectory_ids") or [None] * len(output["rewards"])
+    masked = [float(m.get("weight", 1.0)) <= 0 for m in metrics]
+    groups: dict[Any, list[int]] = {}
+    for i, tid in enumerate(ids):
+        groups.setdefault(getattr(tid, "instance_id", tid if tid is not None else i), []).append(i)
+    rewards = list(output["rewards"])
+    for members in groups.values():
+        live = [_total(rewards[i]) for i in members if not masked[i]]
+        mean = sum(live) / len(live) if live else 0.0
+        for i in members:
+            if masked[i]:
+                output["loss_masks"][i] = [0] * len(output["loss_masks"][i])
+                n = len(rewards[i]) if isinstance(rewards[i], list) else 0
+                rewards[i] = [0.0] * (n - 1) + [mean] if n else mean  # per-token rewards: on the last token
+    output["rewards"] = rewards
+    return output
+
+
+def _total(reward: Any) -> float:
+    return float(sum(reward)) if isinstance(reward, list) else float(reward)
+
+
+def register_all() -> list[str]:
+    """Register ``"aworld"`` and every AWorld id with skyrl-gym's registry (idempotent); returns the ids."""
+    import skyrl_gym
+
+    ids = [GENERIC_ID, *aworld_gym.register_envs()]
+    for env_id in ids:
+        if env_id in skyrl_gym.registry:
+            continue
+        kwargs = {} if env_id == GENERIC_ID else {"env_id": env_id}
+        skyrl_gym.register(id=env_id, entry_point="aworld_gym.trainers.skyrl:AWorldTextEnv", kwargs=kwargs)
+    return ids

@@ -1,0 +1,95 @@
+"""SkyRL: AWorld ids through skyrl-gym's own registry and ``make``, driven turn by turn as SkyRL's generator does."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import pytest
+
+skyrl_gym = pytest.importorskip("skyrl_gym")
+
+import aworld_gym  # noqa: E402, F401
+from aworld_gym.core.errors import ConfigError  # noqa: E402
+from aworld_gym.rollout.driver import run_episode  # noqa: E402
+from aworld_gym.trainers.skyrl import AWorldTextEnv, mask_void, register_all  # noqa: E402
+from tests.helpers import TextScript, demo_env_kwargs  # noqa: E402
+
+CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
+CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
+ANSWER = "<answer>3.0</answer>"
+
+
+def generator_loop(env, texts):
+    """What SkyRL's generator does with an env: init, then step with each model turn until done."""
+    chat, _ = env.init([{"role": "user", "content": "unused"}])
+    rewards, outputs = [], []
+    for text in texts:
+        out = env.step(text)
+        rewards.append(out["reward"])
+        outputs.append(out)
+        chat += [{"role": "assistant", "content": text}, *out["observations"]]
+        if out["done"]:
+            break
+    metrics = env.get_metrics()
+    env.close()
+    return chat, rewards, outputs, metrics
+
+
+def test_every_id_through_skyrl_gyms_registry_gives_the_drivers_trajectory():
+    ids = register_all()
+    assert "aworld" in ids and "AWorld/MCP-v0" in ids and "AWorld/MCP-v0" in skyrl_gym.registry
+    assert register_all() == ids  # idempotent
+    kwargs = demo_env_kwargs(4)
+    env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
+    assert isinstance(env, AWorldTextEnv)
+    chat, rewards, outputs, metrics = generator_loop(env, [CALL, ANSWER])
+    assert chat[0]["role"] == "system" and "add" in chat[0]["content"] and "2 + 1" in chat[1]["content"]
+    assert outputs[0]["observations"][0]["role"] == "tool" and outputs[0]["observations"][0]["content"] == "3.0"
+    assert [o["done"] for o in outputs] == [False, True] and outputs[-1]["metadata"]["status"] == "ok"
+    assert metrics["void"] == 0.0 and metrics["score"] == 1.0
+
+    plain = gym.make("AWorld/MCP-v0", **kwargs)
+    try:
+        direct = run_episode(plain, TextScript([CALL, ANSWER]), options={"task_id": "add-2"})
+    finally:
+        plain.close()
+    traj = env.trajectory
+    assert rewards == [t["reward"] for t in direct.turns] and traj.reward == direct.reward == 1.0
+    same = ("turn", "action", "tool_calls", "observation", "reward", "reward_components")
+    assert [{k: t[k] for k in same} for t in traj.turns] == [{k: t[k] for k in same} for t in direct.turns]
+    assert traj.status == direct.status and traj.termination == direct.termination == "answer"
+
+
+def test_the_generic_id_takes_the_env_from_the_row_and_bad_config_is_clear():
+    register_all()
+    env = skyrl_gym.make("aworld", env_config={"max_turns": 2},
+                         extras={"env_id": "AWorld/MCP-v0", "env_kwargs": demo_env_kwargs(4),
+                                 "extra_info": {"task_index": 1}})  # fmt: skip
+    _, rewards, outputs, _ = generator_loop(env, [CALL, CALL, CALL])
+    assert len(outputs) == 2 and outputs[-1]["metadata"]["termination"] == "turn_limit"
+    assert outputs[-1]["metadata"]["status"] == "failed"
+    with pytest.raises(ConfigError, match="env_id"):
+        skyrl_gym.make("aworld", env_config={}, extras={})
+
+
+def test_a_server_killed_mid_episode_is_void_and_masked_in_the_generator_output():
+    register_all()
+    kwargs = demo_env_kwargs(4, "stdio")
+    rows = []
+    for first in [CALL, CRASH, CALL, CRASH]:
+        env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
+        _, rewards, outputs, metrics = generator_loop(env, [first, ANSWER])
+        rows.append((sum(rewards), outputs[-1]["metadata"], metrics, len(outputs)))
+    assert [m["status"] for _, m, _, _ in rows] == ["ok", "void"] * 2
+    assert [m["termination"] for _, m, _, _ in rows] == ["answer", "env_crash"] * 2
+    assert [n for *_, n in rows] == [2, 1, 2, 1]  # the crash ends the episode at once
+    output = {
+        "rewards": [r for r, *_ in rows],
+        "loss_masks": [[1, 1, 0, 1]] * 4,
+        "env_metrics": [m for _, _, m, _ in rows],
+        "trajectory_ids": [SimpleNamespace(instance_id="add-2", repetition_id=i) for i in range(4)],
+    }
+    mask_void(output)
+    assert output["loss_masks"] == [[1, 1, 0, 1], [0, 0, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0]]
+    assert output["rewards"] == [1.0, 1.0, 1.0, 1.0]  # the void rows get the live rows' mean
