@@ -148,3 +148,17 @@ class TextScript:
 
     def act(self, env, obs, info) -> str:
         return self.texts[min(len(env.turns), len(self.texts) - 1)]
+
+
+def scripted_tokens(chat, texts: list[str], task_id: str, env_kwargs: dict, budget: int = 400):
+    """The driver's token-mode Trajectory of AWorld/MCP-v0 on ``task_id`` with the model turns ``texts``: what every
+    token-exact face must reproduce."""
+    import gymnasium as gym
+
+    from aworld_gym.trainers.token_rollout import scripted_episode
+
+    env = gym.make("AWorld/MCP-v0", **env_kwargs)
+    try:
+        return scripted_episode(env, chat, texts, options={"task_id": task_id}, budget=budget)
+    finally:
+        env.close()

@@ -10,13 +10,15 @@ reset) is closed, never reused (after ``env_crash`` the env restarts the dead se
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.driver import arun_episode, policy_name
+from aworld_gym.rollout.envs import env_factory
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,31 @@ class EnvPool:
                 env.close()
             except Exception as exc:  # noqa: BLE001 - closing must go on for the others
                 logger.warning("closing an env failed: %r", exc)
+
+
+class EnvPools:
+    """The env pools of one process, one per event loop, env id and kwargs (an env's MCP sessions live on the loop
+    that first used it): for trainers that run one sample per coroutine (verl's agent loop, slime's generate)."""
+
+    def __init__(self, max_idle_per_key: int = 64) -> None:
+        self.pools: dict[str, EnvPool] = {}
+        self.max_idle_per_key = max_idle_per_key
+
+    def get(self, env_id: Any, env_kwargs: Mapping[str, Any]) -> EnvPool:
+        loop = id(asyncio.get_running_loop())
+        name = env_id if isinstance(env_id, str) else f"factory:{id(env_id)}"
+        key = json.dumps([loop, name, env_kwargs], sort_keys=True, default=str)
+        if key not in self.pools:
+            self.pools[key] = EnvPool(env_factory(env_id, env_kwargs or None), self.max_idle_per_key)
+        return self.pools[key]
+
+    @property
+    def created(self) -> int:
+        return sum(p.made for p in self.pools.values())
+
+    async def aclose(self) -> None:
+        for pool in self.pools.values():
+            await pool.aclose()
 
 
 async def close_quietly(env: Any) -> None:

@@ -19,8 +19,6 @@ per row in ``extra_info``: ``env_id``, ``env_kwargs``, ``task_id`` / ``task_inde
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
 import uuid
@@ -32,39 +30,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
-from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
-from aworld_gym.rollout.pool import EnvPool, run_pooled
+from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.token_rollout import episode_options
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
 logger = logging.getLogger(__name__)
-
-
-class EnvPools:
-    """The env pools of one worker process, one per event loop, env id and kwargs (an env's MCP sessions live on
-    the loop that first used it; verl's worker keeps one)."""
-
-    def __init__(self, max_idle_per_key: int = 64) -> None:
-        self.pools: dict[str, EnvPool] = {}
-        self.max_idle_per_key = max_idle_per_key
-
-    def get(self, env_id: Any, env_kwargs: Mapping[str, Any]) -> EnvPool:
-        loop = id(asyncio.get_running_loop())
-        name = env_id if isinstance(env_id, str) else f"factory:{id(env_id)}"
-        key = json.dumps([loop, name, env_kwargs], sort_keys=True, default=str)
-        if key not in self.pools:
-            self.pools[key] = EnvPool(env_factory(env_id, env_kwargs or None), self.max_idle_per_key)
-        return self.pools[key]
-
-    @property
-    def created(self) -> int:
-        return sum(p.made for p in self.pools.values())
-
-    async def aclose(self) -> None:
-        for pool in self.pools.values():
-            await pool.aclose()
 
 
 POOL = EnvPools()

@@ -15,9 +15,9 @@ from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.hf_policy import HFPolicy
 from aworld_gym.rollout.stream import stream
 from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
-from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
+from aworld_gym.trainers.token_rollout import ChatTokens
 from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
-from tests.helpers import TextScript, demo_env_kwargs
+from tests.helpers import TextScript, demo_env_kwargs, scripted_tokens
 from tests.trainers.test_trl import RecordingTrainer, batch_rows, config
 
 CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
@@ -59,11 +59,7 @@ def test_one_trajectory_through_every_face(tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     chat = ChatTokens(tok)
     kwargs = demo_env_kwargs(4)
-    env = gym.make("AWorld/MCP-v0", **kwargs)
-    try:
-        direct = scripted_episode(env, chat, [CALL, ANSWER], options={"task_id": "add-2"}, budget=400)
-    finally:
-        env.close()
+    direct = scripted_tokens(chat, [CALL, ANSWER], "add-2", kwargs)
     rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, ANSWER]), **kwargs)
     trainer = SimpleNamespace(processing_class=tok, max_completion_length=400, accelerator=None)
     try:

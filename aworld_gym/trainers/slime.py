@@ -1,0 +1,142 @@
+"""slime: ``--custom-generate-function-path aworld_gym.trainers.slime.generate`` (and ``--custom-rm-path
+aworld_gym.trainers.slime.reward``) run each sample as a token-exact AWorld episode.
+
+slime awaits ``generate(args, sample, sampling_params)`` once per sample, the samples of a group concurrently on one
+event loop. Here that is the episode driver's token mode on a pooled env: each model turn is one SGLang ``/generate``
+call (``input_ids`` in; the sampled ids and logprobs from ``meta_info.output_token_logprobs``) to
+``http://{args.sglang_router_ip}:{args.sglang_router_port}``, the env's answers are appended with ``loss_mask`` 0,
+and the sample is filled as slime's ``Sample`` expects: ``tokens`` (prompt + response), ``response_length``,
+``loss_mask`` and ``rollout_log_probs`` over the response, ``response``, ``reward``, ``status``. A void episode
+(infrastructure's fault) gets status ``FAILED``, ``remove_sample=True`` (slime zeros its loss) and, as its reward,
+its group's live mean (``sample.group_index``), so the group baseline does not move.
+
+The env comes from the sample's ``metadata`` (``env_id``, ``env_kwargs``, ``task_id`` / ``task_index`` / ``task``,
+``seed``) or from ``args.aworld_env_id`` / ``args.aworld_env_kwargs``; the tokenizer from ``args.hf_checkpoint``.
+slime is not on the package registries: this face is tested against an object with exactly ``Sample``'s fields and a
+stand-in SGLang server speaking ``/generate`` over HTTP.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.groups import finish_group, gate, training_rewards
+from aworld_gym.rollout.pool import EnvPools, run_pooled
+from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.token_rollout import episode_options
+
+POOL = EnvPools()
+TRUNCATING = frozenset({Termination.TOKEN_BUDGET, Termination.LENGTH, Termination.CONTEXT_LIMIT})
+
+
+@functools.lru_cache(maxsize=8)
+def _chat(checkpoint: str) -> ChatTokens:
+    from transformers import AutoTokenizer
+
+    return ChatTokens(AutoTokenizer.from_pretrained(checkpoint))
+
+
+async def sglang_generate(url: str, ids: list[int], sampling_params: dict[str, Any], max_new: int) -> Any:
+    """One SGLang ``/generate`` call: ``(new ids, their logprobs, finish reason)``."""
+    import httpx2
+
+    payload = {"input_ids": ids, "sampling_params": {**sampling_params, "max_new_tokens": max_new},
+               "return_logprob": True}  # fmt: skip
+    async with httpx2.AsyncClient(timeout=600) as client:
+        response = await client.post(url, json=payload)
+        response.raise_for_status()
+        out = response.json()
+    meta = out.get("meta_info") or {}
+    pairs = meta.get("output_token_logprobs") or []
+    finish = (meta.get("finish_reason") or {}).get("type")
+    if finish == "abort":
+        raise RuntimeError("SGLang aborted the generation")
+    return [int(p[1]) for p in pairs], [float(p[0]) for p in pairs], finish
+
+
+def _env_of(args: Any, meta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    env_id = meta.get("env_id") or getattr(args, "aworld_env_id", None)
+    if not env_id:
+        raise ConfigError("the slime face needs an env: sample.metadata['env_id'] or args.aworld_env_id")
+    return str(env_id), {**dict(getattr(args, "aworld_env_kwargs", None) or {}), **dict(meta.get("env_kwargs") or {})}
+
+
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
+    """slime's custom generate: one AWorld episode per sample (see the module's docstring)."""
+    key = None if sample.group_index is None else str(sample.group_index)
+    groups = gate() if key is not None else None
+    if groups is not None:
+        groups.enter(key)  # before any await: every member of the group has entered when one leaves
+    try:
+        traj, rubric, chat = await _episode(args, sample, sampling_params)
+    except BaseException:
+        if groups is not None:
+            await groups.leave(key, None)
+        raise
+    if groups is not None:
+        members = await groups.leave(key, traj, rubric)
+    else:
+        members = [traj]
+        finish_group(rubric, members)
+    reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+    return fill(sample, traj, reward, chat)
+
+
+async def _episode(args: Any, sample: Any, sampling_params: dict[str, Any]) -> tuple[Trajectory, Any, ChatTokens]:
+    meta = dict(sample.metadata or {})
+    env_id, env_kwargs = _env_of(args, meta)
+    chat = _chat(str(args.hf_checkpoint))
+    url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
+    params = {k: v for k, v in sampling_params.items() if k != "max_new_tokens"}
+
+    async def gen(ids: list[int], max_new: int) -> Any:
+        return await sglang_generate(url, ids, params, max_new)
+
+    per_turn = sampling_params.get("max_new_tokens")
+    budget = int(getattr(args, "rollout_max_response_len", None) or per_turn or 1024)
+    context = getattr(args, "rollout_max_context_len", None)
+    mode = TokenMode(chat, gen, budget, max_new_tokens=int(per_turn) if per_turn else None,
+                     max_model_len=int(context) if context else None)  # fmt: skip
+    pool = POOL.get(env_id, env_kwargs)
+    group = None if sample.group_index is None else str(sample.group_index)
+    traj = await run_pooled(pool, None, env_id=env_id, seed=meta.get("seed"),
+                            options=episode_options(meta, sample.prompt), group=group, tokens=mode)  # fmt: skip
+    return traj, pool.group_hooks, chat
+
+
+def fill(sample: Any, traj: Trajectory, reward: float, chat: ChatTokens) -> Any:
+    """Write the episode into slime's ``Sample`` (fields as ``slime/utils/types.py`` names them)."""
+    tokens = traj.tokens
+    prompt = list(tokens.prompt_ids) if tokens is not None else []
+    response = list(tokens.completion_ids) if tokens is not None else []
+    mask = list(tokens.mask) if tokens is not None else []
+    sample.tokens = prompt + response
+    sample.response_length = len(response)
+    sample.response = chat.decode(response) if response else ""
+    sample.rollout_log_probs = list(tokens.logprobs) if tokens is not None else []
+    sample.reward = reward
+    status = getattr(type(sample), "Status", None)
+    if traj.weight <= 0:  # void: no loss, and slime drops it from training
+        sample.loss_mask = [0] * len(response)
+        sample.remove_sample = True
+        name = "FAILED"
+    else:
+        sample.loss_mask = mask
+        name = "TRUNCATED" if traj.termination in TRUNCATING else "COMPLETED"
+    sample.status = getattr(status, name) if status is not None else name.lower()
+    sample.metadata = {**dict(sample.metadata or {}), "aworld": {
+        "status": traj.status, "termination": traj.termination, "reward": traj.reward, "score": traj.score,
+        "weight": traj.weight, "task_id": traj.task_id, "error": (traj.error or "")[-500:]}}  # fmt: skip
+    return sample
+
+
+async def reward(args: Any, sample: Any, **kwargs: Any) -> Any:
+    """slime's custom reward (``--custom-rm-path``): the env's reward, already in the sample (one sample or, with
+    ``--group-rm`` or a list-returning generate, a list of them)."""
+    if isinstance(sample, list):
+        return [s.reward for s in sample]
+    return sample.reward
