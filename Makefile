@@ -35,6 +35,9 @@ $(STAMPS)/python: pyproject.toml Makefile
 	# MiniWoB++ task pages for AWorld/Browser-v0: only the package's HTML files are used, and its
 	# gymnasium>=1.2.3 pin clashes with ray[rllib]'s gymnasium==1.2.2, hence --no-deps.
 	$(PIP) install -q --no-deps "miniwob==1.1.0"
+	# OpenRLHF's agent module (aworld_gym.trainers.openrlhf): its full install needs CUDA (flash-attn, deepspeed,
+	# vLLM), so the package alone, --no-deps, and what openrlhf.utils.agent imports beyond our extras (pylatexenc).
+	$(PIP) install -q --no-deps "openrlhf==0.11.2" "pylatexenc==2.11"
 	@touch $@
 
 $(STAMPS)/verl: pyproject.toml Makefile

@@ -162,3 +162,9 @@ def scripted_tokens(chat, texts: list[str], task_id: str, env_kwargs: dict, budg
         return scripted_episode(env, chat, texts, options={"task_id": task_id}, budget=budget)
     finally:
         env.close()
+
+
+# Scripted model turns on the demo server's add tasks (task add-2: 2 + 1): a call, a call that kills the server, the answer.
+CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
+CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
+ANSWER = "<answer>3.0</answer>"

@@ -13,11 +13,7 @@ import aworld_gym  # noqa: E402, F401
 from aworld_gym.core.errors import ConfigError  # noqa: E402
 from aworld_gym.rollout.driver import run_episode  # noqa: E402
 from aworld_gym.trainers.skyrl import AWorldTextEnv, mask_void, register_all  # noqa: E402
-from tests.helpers import TextScript, demo_env_kwargs  # noqa: E402
-
-CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
-CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
-ANSWER = "<answer>3.0</answer>"
+from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs  # noqa: E402
 
 
 def generator_loop(env, texts):

@@ -18,13 +18,8 @@ pytest.importorskip("transformers")
 from transformers import AutoTokenizer
 
 from aworld_gym.trainers.slime import generate, reward
-from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
 from aworld_gym.trainers.token_rollout import ChatTokens
-from tests.helpers import demo_env_kwargs, scripted_tokens
-
-CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
-CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
-ANSWER = "<answer>3.0</answer>"
+from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens
 
 
 @dataclass
@@ -66,11 +61,6 @@ class Sample:
     train_metadata: dict | None = None
     session_id: str | None = None
     non_generation_time: float = 0.0
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
 
 
 class SGLang:

@@ -14,20 +14,10 @@ import aworld_gym  # noqa: F401
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.hf_policy import HFPolicy
 from aworld_gym.rollout.stream import stream
-from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
 from aworld_gym.trainers.token_rollout import ChatTokens
 from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
-from tests.helpers import TextScript, demo_env_kwargs, scripted_tokens
+from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs, scripted_tokens
 from tests.trainers.test_trl import RecordingTrainer, batch_rows, config
-
-CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
-CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
-ANSWER = "<answer>3.0</answer>"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
 
 
 def turn_of(chat, ids):

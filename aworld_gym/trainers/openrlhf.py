@@ -1,0 +1,168 @@
+"""OpenRLHF (>= 0.11) agent faces: ``--train.agent_func_path`` pointing at this file loads :class:`AgentExecutor`.
+
+- :class:`AgentExecutor` (token-exact, the recommended face): ``execute(prompt, label, sampling_params, max_length,
+  hf_tokenizer, llm_engine)`` runs one AWorld episode through the episode driver's token mode, each model turn one
+  ``llm_engine.generate(token_ids, sampling_params)`` call, and returns OpenRLHF's response dict:
+  ``observation_tokens`` (prompt, model and env ids), ``action_ranges`` (the model's spans only),
+  ``rollout_log_probs`` (aligned with the tokens, 0 outside the model's spans), ``reward``, ``scores``,
+  ``truncated``, ``extra_logs``. A void episode has no action range (nothing trained) and, as its reward, its
+  group's live mean (the samples of one ``generate_responses`` call), so the group baseline does not move;
+  ``extra_logs["void"]`` counts it.
+- :class:`AWorldAgentInstance` (text, for OpenRLHF's own ``MultiTurnAgentExecutor``): ``reset`` / ``step`` with
+  ``rewards``, ``scores``, ``environment_feedback`` (the env's turn rendered by the chat template), ``done``.
+
+The env comes from the row's ``label`` when it is a JSON object (``env_id``, ``env_kwargs``, ``task_id`` /
+``task_index`` / ``task``, ``seed``), else from ``$AWORLD_ENV_ID`` / ``$AWORLD_ENV_KWARGS`` (the prompt becomes a task
+without a reference answer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from copy import deepcopy
+from typing import Any
+
+from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
+
+import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.driver import error_text, record_step
+from aworld_gym.rollout.groups import finish_group, gate, training_rewards
+from aworld_gym.rollout.pool import EnvPools, run_pooled
+from aworld_gym.rollout.tokens import ChatTokens, TokenMode, new_env_messages
+from aworld_gym.trainers.token_rollout import episode_options
+
+POOL = EnvPools()
+TRUNCATING = frozenset({Termination.TOKEN_BUDGET, Termination.LENGTH, Termination.CONTEXT_LIMIT})
+
+
+def row_env(label: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(env id, env kwargs, the row's task fields) from a JSON ``label`` or the environment variables."""
+    info: dict[str, Any] = {}
+    if isinstance(label, dict):
+        info = dict(label)
+    elif isinstance(label, str) and label.strip().startswith("{"):
+        info = json.loads(label)
+    env_id = info.get("env_id") or os.environ.get("AWORLD_ENV_ID")
+    if not env_id:
+        raise ConfigError("the OpenRLHF face needs an env: a JSON label with env_id, or $AWORLD_ENV_ID")
+    kwargs = {**json.loads(os.environ.get("AWORLD_ENV_KWARGS") or "{}"), **dict(info.get("env_kwargs") or {})}
+    return str(env_id), kwargs, info
+
+
+def spans(mask: list[int], offset: int) -> list[tuple[int, int]]:
+    """The runs of 1 in ``mask`` as ``(start, end)`` positions, shifted by ``offset``."""
+    out, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            out.append((offset + start, offset + i))
+            start = None
+    return out
+
+
+class AgentExecutor(AgentExecutorBase):
+    """Token-exact AWorld episodes for OpenRLHF (see the module's docstring)."""
+
+    async def execute(
+        self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any, llm_engine: Any,
+        images: Any = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        key = str(id(sampling_params))  # the samples of one generate_responses call share it: one GRPO group
+        groups = gate()
+        groups.enter(key)  # before any await
+        try:
+            traj, rubric = await self._episode(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)
+        except BaseException:
+            await groups.leave(key, None)
+            raise
+        members = await groups.leave(key, traj, rubric)
+        reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+        return response(prompt, label, images, traj, reward, logprobs=sampling_params.logprobs is not None)
+
+    async def _episode(
+        self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any, llm_engine: Any
+    ) -> tuple[Trajectory, Any]:
+        env_id, env_kwargs, info = row_env(label)
+
+        async def generate(ids: list[int], max_new: int) -> Any:
+            params = deepcopy(sampling_params)
+            params.max_tokens = max_new
+            out = (await llm_engine.generate(ids, params)).outputs[0]
+            ids_out = list(out.token_ids)
+            lps = [lp[t].logprob for lp, t in zip(out.logprobs, ids_out, strict=True)] if out.logprobs else None
+            return ids_out, lps, out.finish_reason
+
+        per_turn = getattr(sampling_params, "max_tokens", None)
+        mode = TokenMode(ChatTokens(hf_tokenizer), generate, int(max_length), max_new_tokens=per_turn,
+                         max_model_len=int(max_length))  # fmt: skip
+        pool = POOL.get(env_id, env_kwargs)
+        traj = await run_pooled(pool, None, env_id=env_id, seed=info.get("seed"),
+                                options=episode_options(info, prompt), tokens=mode)  # fmt: skip
+        return traj, pool.group_hooks
+
+
+def response(prompt: Any, label: Any, images: Any, traj: Trajectory, reward: float, logprobs: bool) -> dict[str, Any]:
+    """OpenRLHF's response dict for one episode (a void one: no action range, nothing trained)."""
+    tokens = traj.tokens
+    prompt_ids = list(tokens.prompt_ids) if tokens is not None else []
+    completion = list(tokens.completion_ids) if tokens is not None else []
+    ranges = spans(tokens.mask, len(prompt_ids)) if tokens is not None and traj.weight > 0 else []
+    log_probs = [0.0] * len(prompt_ids) + (list(tokens.logprobs) if tokens is not None else []) if logprobs else None
+    return {
+        "prompt": prompt, "label": label, "images": images, "mm_train_inputs": None,
+        "reward": reward, "scores": traj.score if traj.score is not None else reward,
+        "observation_tokens": prompt_ids + completion, "action_ranges": ranges, "rollout_log_probs": log_probs,
+        "truncated": traj.termination in TRUNCATING,
+        "extra_logs": {"void": float(traj.void), "weight": traj.weight, "turns": float(traj.num_turns)},
+    }  # fmt: skip
+
+
+class AWorldAgentInstance(AgentInstanceBase):
+    """One AWorld episode for OpenRLHF's own ``MultiTurnAgentExecutor`` (text turns; the tokenizer from
+    ``$AWORLD_TOKENIZER``, a local folder)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from transformers import AutoTokenizer
+
+        folder = os.environ.get("AWORLD_TOKENIZER")
+        if not folder:
+            raise ConfigError("AWorldAgentInstance renders the env's turns with $AWORLD_TOKENIZER (a tokenizer folder)")
+        self.chat = ChatTokens(AutoTokenizer.from_pretrained(folder))
+        self.env: Any = None
+        self.pool: Any = None
+        self.trajectory = Trajectory(policy="openrlhf")
+
+    async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        env_id, env_kwargs, info = row_env(states.get("label"))
+        self.pool = POOL.get(env_id, env_kwargs)
+        self.env = await self.pool.acquire()
+        self.trajectory = Trajectory(env_id, policy="openrlhf")
+        _, reset_info = await self.env.areset(
+            seed=info.get("seed"), options=episode_options(info, states["observation"])
+        )
+        self.trajectory.task_id = reset_info.get("task_id")
+        self.trajectory.turns = self.env.unwrapped.turns
+        return {"observation": self.chat.decode(self.chat.prompt_ids(self.env.unwrapped.messages))}
+
+    async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        import torch
+
+        traj, text = self.trajectory, str(states["action_text"]).removesuffix(self.chat.eos_token)
+        before = len(self.env.unwrapped.messages)
+        try:
+            out = await self.env.astep(text)
+            record_step(traj, text, out, 0.0, 0.0)
+        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
+            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+        feedback = "" if traj.done else self.chat.decode(self.chat.env_turn_ids(new_env_messages(self.env, before + 1)))
+        if traj.done:
+            finish_group(None, [traj])
+            await self.pool.release(self.env, broken=traj.termination == Termination.ENV_ERROR)
+        reward = traj.turns[-1]["reward"] if traj.turns and not traj.void else 0.0
+        return {"rewards": torch.tensor(float(reward)), "scores": torch.tensor(float(traj.score or 0.0)),
+                "environment_feedback": feedback, "done": traj.done,
+                "extra_logs": {"void": float(traj.void), "weight": traj.weight}}  # fmt: skip
