@@ -1,0 +1,92 @@
+"""One shared test over every face in this venv: the same task (add-2 on the demo server), the same scripted turns
+and seed give the same reward through each, and each token-exact face the same ids and mask as the driver's token
+mode (verl, in its own venv, is checked against the same reference in tests/trainers/test_verl.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("trl")
+from transformers import AutoTokenizer
+
+from aworld_gym.trainers.token_rollout import ChatTokens
+from tests.helpers import ANSWER, CALL, TextScript, demo_env_kwargs, scripted_tokens
+
+PROMPT = "What is 2 + 1? Use the add tool."
+
+
+def via_runner(tok, kwargs):
+    from aworld_gym.rollout.stream import stream
+
+    one = {**kwargs, "tasks": kwargs["tasks"][2:3]}
+    with stream("AWorld/MCP-v0", TextScript([CALL, ANSWER]), episodes=1, env_kwargs=one) as s:
+        (traj,) = list(s)
+    return traj.reward, None
+
+
+def via_trl(tok, kwargs):
+    from aworld_gym.trainers.trl import make_rollout_func
+    from tests.trainers.test_training_v2 import scripted
+
+    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(ChatTokens(tok), [CALL, ANSWER]), **kwargs)
+    try:
+        out = rf(
+            [[{"role": "user", "content": PROMPT}]],
+            SimpleNamespace(processing_class=tok, max_completion_length=400, accelerator=None),
+        )
+    finally:
+        rf.close()
+    return out["reward"][0], (out["prompt_ids"][0], out["completion_ids"][0], out["env_mask"][0])
+
+
+def via_skyrl(tok, kwargs):
+    pytest.importorskip("skyrl_gym")
+    import skyrl_gym
+
+    from aworld_gym.trainers.skyrl import register_all
+    from tests.trainers.test_skyrl import generator_loop
+
+    register_all()
+    env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
+    _, rewards, _, _ = generator_loop(env, [CALL, ANSWER])
+    return sum(rewards), None  # SkyRL's generator tokenizes the chat itself
+
+
+def via_slime(tok, kwargs, tiny):
+    from aworld_gym.trainers.slime import generate
+    from tests.trainers.test_slime import Sample, SGLang, args_for
+
+    with SGLang(ChatTokens(tok)) as server:
+        s = asyncio.run(generate(args_for(server, tiny, kwargs), Sample(metadata={"task_id": "add-2"}), {}))
+    n = len(s.tokens) - s.response_length
+    return s.reward, (s.tokens[:n], s.tokens[n:], s.loss_mask)
+
+
+def via_openrlhf(tok, kwargs):
+    pytest.importorskip("openrlhf")
+    from aworld_gym.trainers.openrlhf import AgentExecutor
+    from tests.trainers.test_openrlhf import Engine, params
+
+    label = {"env_id": "AWorld/MCP-v0", "env_kwargs": kwargs, "task_id": "add-2"}
+    out = asyncio.run(AgentExecutor().execute(PROMPT, label, params(400), 2048, tok, Engine(ChatTokens(tok))))
+    first = out["action_ranges"][0][0]
+    mask = [0] * (len(out["observation_tokens"]) - first)
+    for start, end in out["action_ranges"]:
+        mask[start - first : end - first] = [1] * (end - start)
+    return out["reward"], (out["observation_tokens"][:first], out["observation_tokens"][first:], mask)
+
+
+@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf"])
+def test_every_face_gives_the_drivers_episode(face, tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    kwargs = demo_env_kwargs(4)
+    reference = scripted_tokens(ChatTokens(tok), [CALL, ANSWER], "add-2", kwargs)
+    run = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf}.get(face)
+    reward, tokens = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
+    assert reward == reference.reward == 1.0
+    if tokens is not None:
+        ref = reference.tokens
+        assert tokens == (ref.prompt_ids, ref.completion_ids, ref.mask)
