@@ -38,6 +38,12 @@ $(STAMPS)/python: pyproject.toml Makefile
 	# OpenRLHF's agent module (aworld_gym.trainers.openrlhf): its full install needs CUDA (flash-attn, deepspeed,
 	# vLLM), so the package alone, --no-deps, and what openrlhf.utils.agent imports beyond our extras (pylatexenc).
 	$(PIP) install -q --no-deps "openrlhf==0.11.2" "pylatexenc==2.11"
+	# AReaL's API (aworld_gym.trainers.areal): areal pins torch<2.11, so --no-deps, with what areal.api imports
+	# beyond our extras (areal's package __init__ loads areal.infra).
+	$(PIP) install -q --no-deps "areal==1.0.4" "aiofiles==25.1.0" "antlr4-python3-runtime==4.9.3" "blinker==1.9.0" \
+	  "colorlog==6.12.0" "einops==0.8.2" "flask==3.1.3" "httpx==0.28.1" "hydra-core==1.3.8" "itsdangerous==2.2.0" \
+	  "lark==1.3.1" "llvmlite==0.50.0" "numba==0.68.1" "orjson==3.13.0" "tenacity==9.2.1" "torchdata==0.11.0" \
+	  "uvloop==0.23.0" "werkzeug==3.1.9"
 	@touch $@
 
 $(STAMPS)/verl: pyproject.toml Makefile

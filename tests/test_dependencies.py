@@ -14,9 +14,10 @@ from packaging.requirements import Requirement
 from tests.helpers import ROOT
 
 # Imported by code that runs only inside a framework's own environment (verl's agent-loop workers, installed by
-# `make verl`: verl brings omegaconf; OpenRLHF, whose full install needs CUDA: the Makefile installs it --no-deps with
-# what its agent module imports), or a module of ours that is not a package (the sandbox's zygote).
-NOT_DECLARED = {"verl", "omegaconf", "openrlhf", "aworld_zygote_execution"}
+# `make verl`: verl brings omegaconf; OpenRLHF, whose full install needs CUDA, and AReaL, which pins an older torch:
+# the Makefile installs each --no-deps with what its API imports), or a module of ours that is not a package (the
+# sandbox's zygote).
+NOT_DECLARED = {"verl", "omegaconf", "openrlhf", "areal", "aworld_zygote_execution"}
 
 
 def _norm(name: str) -> str:

@@ -1,5 +1,5 @@
-"""One shared test over every face in this venv: the same task (add-2 on the demo server), the same scripted turns
-and seed give the same reward through each, and each token-exact face the same ids and mask as the driver's token
+"""One shared test over every face in this venv (runner, TRL, SkyRL, slime, OpenRLHF, AReaL): the same task (add-2
+on the demo server), the same scripted turns and seed give the same reward through each, and each token-exact face the same ids and mask as the driver's token
 mode (verl, in its own venv, is checked against the same reference in tests/trainers/test_verl.py)."""
 
 from __future__ import annotations
@@ -79,12 +79,27 @@ def via_openrlhf(tok, kwargs):
     return out["reward"], (out["observation_tokens"][:first], out["observation_tokens"][first:], mask)
 
 
-@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf"])
+def via_areal(tok, kwargs):
+    pytest.importorskip("areal.api.workflow_api")
+    from areal.api.cli_args import GenerationHyperparameters
+
+    from aworld_gym.trainers.areal import AWorldWorkflow
+    from tests.trainers.test_areal import Engine
+
+    flow = AWorldWorkflow(GenerationHyperparameters(max_new_tokens=400, max_tokens=2048), tok, "AWorld/MCP-v0", kwargs)
+    out = asyncio.run(flow.arun_episode(Engine(ChatTokens(tok)), {"task_id": "add-2"}))
+    ids, mask = out["input_ids"][0].tolist(), out["loss_mask"][0].tolist()
+    n = mask.index(1)
+    return out["rewards"].item(), (ids[:n], ids[n:], mask[n:])
+
+
+@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal"])
 def test_every_face_gives_the_drivers_episode(face, tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     kwargs = demo_env_kwargs(4)
     reference = scripted_tokens(ChatTokens(tok), [CALL, ANSWER], "add-2", kwargs)
-    run = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf}.get(face)
+    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
+    run = faces.get(face)
     reward, tokens = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
     assert reward == reference.reward == 1.0
     if tokens is not None:
