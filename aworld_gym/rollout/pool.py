@@ -88,10 +88,7 @@ class EnvPool:
     def close(self) -> None:
         envs, self._free = self._free, []
         for env in envs:
-            try:
-                env.close()
-            except Exception as exc:  # noqa: BLE001 - closing must go on for the others
-                logger.warning("closing an env failed: %r", exc)
+            self.give(env, broken=True)  # closes it (a failure is logged, the others still close)
 
 
 class EnvPools:

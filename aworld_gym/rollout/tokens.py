@@ -191,10 +191,6 @@ class TokenTrack:
         self.data.logprobs += [0.0] * len(ids)
         self.data.mask += [0] * len(ids)
 
-    def mask_all(self) -> None:
-        """A void episode: nothing of it is trained on (every completion token masked)."""
-        self.data.mask = [0] * len(self.data.completion_ids)
-
 
 def new_env_messages(env: Any, before: int) -> list[dict[str, Any]]:
     """The messages the env added in its last step after the model's own (assistant) message."""
