@@ -4,17 +4,20 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 # verl 0.9.1 pins transformers<5.11 (TRL wants the newest): its adapter is tested in a venv of its own.
 VERL_VENV := .venv-verl
+# ms-swift 4.6 pins trl<1.0 (ours: trl 1.16): its faces are tested in a venv of its own, which also holds OpenEnv's
+# client (openenv-core 0.3, what swift's OpenEnvScheduler imports) for the `aworld-gym serve-env` tests.
+SWIFT_VENV := .venv-swift
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl
+EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
 
 .PHONY: run test docs setup system-deps node-deps lint bench clean
 
 run: setup
 	$(VENV)/bin/aworld-gym rollout --env AWorld/Code-v0 --policy reference --episodes 32
 
-test: setup $(STAMPS)/verl docs
+test: setup $(STAMPS)/verl $(STAMPS)/swift docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -55,6 +58,19 @@ $(STAMPS)/verl: pyproject.toml Makefile
 	$(VERL_VENV)/bin/python -m pip install -q -e ".[dev]"
 	@touch $@
 
+$(STAMPS)/swift: pyproject.toml Makefile
+	@mkdir -p $(STAMPS)
+	test -x $(SWIFT_VENV)/bin/python || $(PYTHON) -m venv $(SWIFT_VENV)
+	$(SWIFT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SWIFT_VENV)/bin/python -m pip install -q "torch==2.13.0"
+	# msgspec: swift.rlhf_trainers imports it without declaring it.
+	$(SWIFT_VENV)/bin/python -m pip install -q "ms-swift==4.6.0" "msgspec==0.23.0"
+	$(SWIFT_VENV)/bin/python -m pip install -q -e ".[dev]"
+	# OpenEnv's client: openenv-core without gradio (--no-deps), with what its client imports.
+	$(SWIFT_VENV)/bin/python -m pip install -q --no-deps "openenv-core==0.3.0"
+	$(SWIFT_VENV)/bin/python -m pip install -q "fastmcp>=4,<5" "websockets>=13" "requests>=2.25" "fastapi>=0.110"
+	@touch $@
+
 # Pinned third-party MCP servers (package.json); only the registry is reached.
 $(STAMPS)/node: package.json
 	@mkdir -p $(STAMPS)
@@ -86,4 +102,4 @@ bench: setup
 	$(PY) benchmarks/step_overhead.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(STAMPS) node_modules
+	rm -rf $(VENV) $(VERL_VENV) $(SWIFT_VENV) $(STAMPS) node_modules

@@ -105,6 +105,15 @@ def _serve_python(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_env(args: argparse.Namespace) -> int:
+    from aworld_gym.trainers.openenv import serve
+
+    kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+    serve(args.env, host=args.host, port=args.port, env_kwargs=kwargs, max_sessions=args.max_sessions,
+          token=args.token, session_timeout=args.session_timeout, out=args.out)  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="aworld-gym", description="MCP tool environments for LLM-agent RL.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -149,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
     s.add_argument("--warm", default="auto", choices=["auto", "on", "off"], help="executions forked from a warm zygote")
     s.set_defaults(func=_serve_python)
+    v = sub.add_parser("serve-env", help="serve an env over OpenEnv's HTTP/WebSocket protocol (one env per session)")
+    v.add_argument("env", help="environment id, e.g. AWorld/GAIA-v0")
+    v.add_argument("--host", default="127.0.0.1", help="anything but loopback needs --token")
+    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--max-sessions", type=int, default=8, help="WebSocket sessions (and envs) at once")
+    v.add_argument("--token", default=None, help="required from clients (else $AWORLD_GYM_SERVE_TOKEN)")
+    v.add_argument("--session-timeout", type=float, default=None, help="close a session idle this many seconds")
+    v.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make")
+    v.add_argument("--out", default=None, help="append every episode's trajectory record to this JSONL file")
+    v.set_defaults(func=_serve_env)
     return ap
 
 

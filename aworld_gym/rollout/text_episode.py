@@ -1,0 +1,103 @@
+"""One episode stepped turn by turn from outside: for faces whose trainer (or client) owns the loop and hands over
+the model's text one turn at a time (ms-swift's schedulers and gym env, the OpenEnv server).
+
+The env comes from an :class:`~aworld_gym.rollout.pool.EnvPool` and goes back to it; the episode's
+:class:`~aworld_gym.core.trajectory.Trajectory` is recorded by the episode driver's own step recorder, so these faces
+give the same turns and rewards as every other. Nothing here raises for what the env does: an env that cannot reset
+or raises in a step ends the episode as ``env_error`` (void) and is dropped from the pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.driver import error_text, record_step
+from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.tokens import new_env_messages
+
+
+@dataclass
+class Turn:
+    """What the env answered to one model turn."""
+
+    observation: str
+    reward: float
+    done: bool
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the chat messages the env added
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # the env failed (the episode is void)
+
+
+class TextEpisode:
+    """An episode on a pooled env, stepped with the model's text.
+
+    Args:
+        pool: where the env comes from and goes back to.
+        env_id: the name the trajectory carries.
+        policy: the trajectory's policy name (the face).
+    """
+
+    def __init__(self, pool: EnvPool, env_id: str, policy: str) -> None:
+        self.pool, self.env_id, self.policy = pool, env_id, policy
+        self.env: Any = None
+        self.trajectory = Trajectory(env_id, policy=policy)
+        self.started = False  # start() was called: the trajectory is an episode's
+
+    @property
+    def running(self) -> bool:
+        return self.started and not self.trajectory.done
+
+    @property
+    def done(self) -> bool:
+        return self.trajectory.done
+
+    async def start(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Turn:
+        """A new episode (an env from the pool if this one holds none): the first observation, the env's messages
+        (system prompt and task) and the reset's info; ``error`` set if the env could not reset (void)."""
+        self.trajectory = traj = Trajectory(self.env_id, seed=seed, policy=self.policy)
+        self.started = True
+        try:
+            if self.env is None:
+                self.env = await self.pool.acquire()
+            obs, info = await self.env.areset(seed=seed, options=options)
+        except Exception as exc:  # noqa: BLE001 - a void episode; the next start takes a fresh env
+            return await self._failed(exc)
+        unwrapped = self.env.unwrapped
+        traj.task_id, traj.task_meta = info.get("task_id"), dict(info.get("task_meta") or {})
+        traj.prompt = obs if isinstance(obs, str) else None
+        if isinstance(getattr(unwrapped, "turns", None), list):
+            traj.turns = unwrapped.turns
+        return Turn(str(obs), 0.0, False, [dict(m) for m in unwrapped.messages], dict(info))
+
+    async def step(self, text: str) -> Turn:
+        """Step the env with the model's text (the episode must be running)."""
+        if self.env is None or not self.running:
+            raise RuntimeError("no episode is running")
+        traj, unwrapped = self.trajectory, self.env.unwrapped
+        before = len(unwrapped.messages)
+        try:
+            out = await self.env.astep(text)
+        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
+            return await self._failed(exc)
+        record_step(traj, text, out, 0.0, 0.0, own=not isinstance(getattr(unwrapped, "turns", None), list))
+        obs, reward, _, _, info = out
+        return Turn(str(obs), float(reward), traj.done, new_env_messages(self.env, before + 1), dict(info))
+
+    def end(self, termination: str, error: str | None = None) -> None:
+        """End a running episode without a step (a cut-off reply, the trainer's turn limit, a client gone)."""
+        if not self.trajectory.done:
+            self.trajectory.end(termination, error=error)
+
+    async def close(self) -> None:
+        """Give the env back (dropped if the episode broke it)."""
+        env, self.env = self.env, None
+        if env is not None:
+            await self.pool.release(env, broken=self.trajectory.termination == Termination.ENV_ERROR)
+
+    async def _failed(self, exc: BaseException) -> Turn:
+        self.trajectory.end(Termination.ENV_ERROR, error=error_text(exc))
+        await self.close()
+        message = f"{type(exc).__name__}: {exc}"
+        return Turn(f"the environment failed: {message}", 0.0, True, error=message)
