@@ -22,6 +22,7 @@ test: setup $(STAMPS)/verl $(STAMPS)/swift docs
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_verl.py
+	$(SWIFT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_swift.py
 
 # The documentation site in site/: every page, link and API reference checked (--strict: a warning fails).
 docs: $(STAMPS)/python

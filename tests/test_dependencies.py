@@ -15,9 +15,9 @@ from tests.helpers import ROOT
 
 # Imported by code that runs only inside a framework's own environment (verl's agent-loop workers, installed by
 # `make verl`: verl brings omegaconf; OpenRLHF, whose full install needs CUDA, and AReaL, which pins an older torch:
-# the Makefile installs each --no-deps with what its API imports), or a module of ours that is not a package (the
-# sandbox's zygote).
-NOT_DECLARED = {"verl", "omegaconf", "openrlhf", "areal", "aworld_zygote_execution"}
+# the Makefile installs each --no-deps with what its API imports; ms-swift, which pins trl<1.0, in .venv-swift), or a
+# module of ours that is not a package (the sandbox's zygote).
+NOT_DECLARED = {"verl", "omegaconf", "openrlhf", "areal", "swift", "aworld_zygote_execution"}
 
 
 def _norm(name: str) -> str:

@@ -1,6 +1,7 @@
-"""One shared test over every face in this venv (runner, TRL, SkyRL, slime, OpenRLHF, AReaL): the same task (add-2
-on the demo server), the same scripted turns and seed give the same reward through each, and each token-exact face the same ids and mask as the driver's token
-mode (verl, in its own venv, is checked against the same reference in tests/trainers/test_verl.py)."""
+"""One shared test over every face in this venv (runner, TRL, SkyRL, slime, OpenRLHF, AReaL, the OpenEnv server): the
+same task (add-2 on the demo server), the same scripted turns and seed give the same reward through each, and each
+token-exact face the same ids and mask as the driver's token mode (verl and ms-swift, in venvs of their own, are
+checked against the same reference in tests/trainers/test_verl.py and test_swift.py)."""
 
 from __future__ import annotations
 
@@ -93,12 +94,25 @@ def via_areal(tok, kwargs):
     return out["rewards"].item(), (ids[:n], ids[n:], mask[n:])
 
 
-@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal"])
+def via_openenv(tok, kwargs):
+    from tests.trainers.test_openenv import OPENENV_PY, in_process, openenv_client
+
+    if not OPENENV_PY.exists():
+        pytest.skip("needs .venv-swift (OpenEnv's client; make test builds it)")
+    with in_process(env_kwargs=kwargs) as (address, _):
+        plan = [{"reset": {"task_id": "add-2"}, "actions": [CALL, ANSWER]}]
+        (episode,) = openenv_client(f"http://{address}", plan)["episodes"]
+    assert episode["steps"][-1]["status"] == "ok"
+    return sum(s["reward"] for s in episode["steps"]), None  # the client's model tokenizes the chat itself
+
+
+@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal", "openenv"])
 def test_every_face_gives_the_drivers_episode(face, tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     kwargs = demo_env_kwargs(4)
     reference = scripted_tokens(ChatTokens(tok), [CALL, ANSWER], "add-2", kwargs)
-    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
+    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal,
+             "openenv": via_openenv}  # fmt: skip
     run = faces.get(face)
     reward, tokens = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
     assert reward == reference.reward == 1.0

@@ -182,12 +182,12 @@ def test_openenv_client_runs_a_code_episode():
 
 
 @contextlib.contextmanager
-def in_process(**server_kwargs):
+def in_process(env_kwargs: dict | None = None, **server_kwargs):
     import uvicorn
 
     from aworld_gym.trainers.openenv import EnvServer
 
-    server = EnvServer("AWorld/MCP-v0", demo_env_kwargs(4), **server_kwargs)
+    server = EnvServer("AWorld/MCP-v0", env_kwargs or demo_env_kwargs(4), **server_kwargs)
     port = free_port()
     uv = uvicorn.Server(uvicorn.Config(server.app(), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=uv.run, daemon=True)

@@ -1,0 +1,350 @@
+"""ms-swift (>= 4.6) faces, registered on import. Load them in swift with ``--external_plugins`` and the plugin file
+``aworld_gym/trainers/plugins/aworld_swift.py`` (``aworld_gym.trainers.plugins.SWIFT``; not this file: swift puts a
+plugin's folder first on ``sys.path``, and this folder's ``trl.py`` would shadow TRL):
+
+- **Token-exact scheduler** ``--multi_turn_scheduler aworld --reward_funcs aworld``: :class:`AWorldScheduler`, a
+  ``MultiTurnScheduler`` that runs each request as an AWorld episode (``on_trajectory_start``: reset, the env's
+  system prompt and task become the request's messages; ``on_turn_end``: the model's text steps the env). Its
+  ``step`` returns ``response_token_ids`` (the model's ids exactly as sampled, after the template's response prefix
+  with loss mask 0), ``response_loss_mask`` and ``rollout_logprobs``; the env's answer goes in as the next user
+  message, which swift renders into the prompt and never trains on. :class:`AWorldReward` (``orms["aworld"]``)
+  gives the episode's reward.
+- **Gym env** ``--use_gym_env --gym_env aworld``: :class:`AWorldEnv`, a ``swift.rollout.gym_env.Env`` for swift's
+  ``GYMScheduler`` (text turns; swift sums the step rewards).
+- **OpenEnv** ``--multi_turn_scheduler aworld_openenv``: :class:`AWorldOpenEnvScheduler`, swift's
+  ``OpenEnvScheduler`` speaking to an ``aworld-gym serve-env`` server (envs on CPU nodes apart from the GPUs).
+
+The env comes from the dataset row's ``env_config`` (``env_id`` any ``AWorld/*`` id, ``env_kwargs``, the task as
+``task_id`` / ``task_index`` / ``task``, ``seed``), else ``$AWORLD_ENV_ID`` / ``$AWORLD_ENV_KWARGS`` (the row's prompt
+then becomes a task without a reference answer).
+
+**Void episodes** (infrastructure's fault) on the schedulers: every loss-mask entry of the episode is set to 0 (the
+mask lists the scheduler handed swift, in place: swift's server ``run()`` and colocate ``run_multi_turn`` both keep
+them) and :class:`AWorldReward` gives it its group's live mean (the group: the rows with its ``prompt_id``), so its
+advantage is 0 and the baseline does not move; ``rollout_infos`` says ``status``/``void``. ``GYMScheduler`` keeps
+nothing of a step's info, so on the gym env a void episode ends with reward 0: use the scheduler to mask it.
+
+Our envs live on a background event loop of their own (swift's colocate trainer opens a new loop for every hook
+call; MCP sessions stay on the loop that opened them), and come from one env pool per env id and kwargs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid as uuidlib
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from swift.rewards import ORM, orms
+from swift.rollout.gym_env import Env, envs
+from swift.rollout.multi_turn import MultiTurnScheduler, OpenEnvScheduler, multi_turns
+
+import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.mcp.loop import BackgroundLoop
+from aworld_gym.rollout.groups import check_void_policy
+from aworld_gym.rollout.pool import EnvPools
+from aworld_gym.rollout.text_episode import TextEpisode
+from aworld_gym.trainers.token_rollout import episode_options
+
+T = TypeVar("T")
+NAME = "aworld"
+POOLS = EnvPools()
+_LOOP: BackgroundLoop | None = None
+
+
+async def on_env_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the envs' own loop and wait for it from the caller's loop."""
+    global _LOOP
+    if _LOOP is None:
+        _LOOP = BackgroundLoop()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, _LOOP.loop))
+
+
+def row_env(env_config: Mapping[str, Any] | None, row: Mapping[str, Any] | None) -> tuple[str, dict, dict]:
+    """(env id, env kwargs, the task fields) from the row's ``env_config`` (and the row), else the environment."""
+    config, row = dict(env_config or {}), dict(row or {})
+    env_id = config.get("env_id") or row.get("env_id") or os.environ.get("AWORLD_ENV_ID")
+    if not env_id:
+        raise ConfigError("the ms-swift face needs an env: env_config's env_id (an AWorld/* id) or $AWORLD_ENV_ID")
+    kwargs = {**json.loads(os.environ.get("AWORLD_ENV_KWARGS") or "{}"), **dict(config.get("env_kwargs") or {})}
+    task = {k: v for k, v in {**row, **config}.items() if k in ("task", "task_id", "task_index", "seed")}
+    return str(env_id), kwargs, task
+
+
+async def _start_episode(env_config: Any, row: Any, messages: Any, policy: str) -> tuple[TextEpisode, Any]:
+    async def start() -> tuple[TextEpisode, Any]:
+        env_id, kwargs, task = row_env(env_config, row)
+        episode = TextEpisode(POOLS.get(env_id, kwargs), env_id, policy)
+        return episode, await episode.start(task.get("seed"), episode_options(task, messages))
+
+    return await on_env_loop(start())
+
+
+def first_messages(env_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The env's opening messages as swift's (role and text only)."""
+    return [{"role": m["role"], "content": m["content"]} for m in env_messages]
+
+
+def rollout_infos(traj: Trajectory, void_policy: str) -> dict[str, Any]:
+    """What a finished episode tells swift's trainer (and :class:`AWorldReward`)."""
+    masked = traj.void and void_policy == "mask"
+    return {"total_reward": 0.0 if traj.void else traj.reward, "status": traj.status, "void": float(traj.void),
+            "termination": traj.termination, "score": traj.score, "weight": 0.0 if masked else 1.0,
+            "task_id": traj.task_id, "aworld_turns": traj.num_turns}  # fmt: skip
+
+
+# ----- the gym env ----------------------------------------------------------------------------------------------------
+class AWorldEnv(Env):
+    """One AWorld episode for swift's ``GYMScheduler`` (``--use_gym_env --gym_env aworld``)."""
+
+    def __init__(self, env_config: dict[str, Any]) -> None:
+        super().__init__(env_config)
+        self.episode: TextEpisode | None = None
+
+    async def reset(self, config: Any) -> tuple[str, dict[str, Any], str]:
+        self.episode, turn = await _start_episode(self.env_config, config.data_dict, config.messages, "swift-gym")
+        if turn.error is not None:
+            return turn.observation, {"status": "void", "error": turn.error}, ""
+        msgs = first_messages(turn.messages)
+        system = "\n".join(m["content"] for m in msgs if m["role"] == "system")
+        user = "\n".join(m["content"] for m in msgs if m["role"] == "user")
+        return user, {"task_id": self.episode.trajectory.task_id}, system
+
+    async def step(self, action: list[dict[str, Any]]) -> tuple[str, float, bool, dict[str, Any]]:
+        episode = self.episode
+        if episode is None or not episode.running:
+            return "", 0.0, True, {"status": episode.trajectory.status if episode else "void"}
+        turn = await on_env_loop(episode.step(str(action[-1]["content"])))
+        info = rollout_infos(episode.trajectory, "zero") if turn.done else {}
+        return turn.observation, turn.reward, turn.done, info
+
+    async def close(self) -> None:
+        if self.episode is not None:
+            await on_env_loop(self.episode.close())
+
+
+# ----- the schedulers -------------------------------------------------------------------------------------------------
+class VoidMasks:
+    """Mixin for swift schedulers: every loss mask handed to swift for a request is kept, so that when its episode
+    turns out void they are all set to 0 in place (see the module's docstring)."""
+
+    void_policy = "mask"
+
+    def _masks(self) -> dict[str, list[list[int]]]:
+        if "_mask_lists" not in self.__dict__:
+            self.__dict__["_mask_lists"] = {}
+        return self.__dict__["_mask_lists"]
+
+    def get_response_token_data(self, infer_request: Any, response_choice: Any, is_continuation: bool = False,
+                                response_token_ids: Any = None, response_loss_mask: Any = None) -> Any:  # fmt: skip
+        ids, mask = super().get_response_token_data(  # type: ignore[misc]
+            infer_request, response_choice, is_continuation, response_token_ids, response_loss_mask
+        )
+        key, mask = infer_request.uuid, list(mask)
+        if self.is_void(key):
+            mask[:] = [0] * len(mask)
+        if self.is_finished(key):
+            self.forget(key)  # the request's last data: nothing of it is kept
+        else:
+            self._masks().setdefault(key, []).append(mask)
+        return ids, mask
+
+    def mask_void(self, key: str) -> None:
+        if self.void_policy == "mask":
+            for mask in self._masks().get(key, []):
+                mask[:] = [0] * len(mask)
+
+    def is_void(self, key: str) -> bool:
+        return False
+
+    def is_finished(self, key: str) -> bool:
+        return False
+
+    def forget(self, key: str) -> None:
+        self._masks().pop(key, None)
+
+
+class AWorldScheduler(VoidMasks, MultiTurnScheduler):
+    """Token-exact AWorld episodes in swift's multi-turn rollout (``--multi_turn_scheduler aworld``).
+
+    Args:
+        infer_engine, max_turns: swift's (``max_turns`` ends an unfinished episode as ``turn_limit``).
+        void_policy: ``"mask"`` (loss mask 0, the group's live mean) or ``"zero"`` (trained on as reward 0).
+    """
+
+    def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(infer_engine, max_turns, *args, **kwargs)
+        self.void_policy = check_void_policy(str(kwargs.get("void_policy") or "mask"))
+        self.episodes: dict[str, TextEpisode] = {}
+        self.pending: dict[str, str] = {}
+        self.finished: list[Trajectory] = []  # the last episodes (for logging and tests), newest last
+
+    async def on_trajectory_start(self, requests: list[Any]) -> None:
+        async def one(req: Any) -> None:
+            if req.uuid is None:
+                req.uuid = uuidlib.uuid4().hex
+            await self._drop(req.uuid)
+            row = dict(req.data_dict or {})
+            episode, turn = await _start_episode(row.get("env_config"), row, req.messages, "swift")
+            self.episodes[req.uuid] = episode
+            text = [{"role": "user", "content": turn.observation}]  # a void start: the model's one turn is masked
+            req.messages = text if turn.error is not None else first_messages(turn.messages)
+
+        await asyncio.gather(*(one(r) for r in requests))
+
+    async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        key = infer_request.uuid
+        episode = self.episodes.get(key)
+        if episode is None:
+            return {"done": True}
+        if episode.running:
+            if response_choice.finish_reason == "length":
+                episode.end(Termination.LENGTH)  # the reply was cut off: not stepped (as the episode driver does)
+            else:
+                turn = await on_env_loop(episode.step(str(infer_request.messages[-1]["content"])))
+                if not turn.done and self.max_turns and current_turn >= self.max_turns:
+                    episode.end(Termination.TURN_LIMIT)
+                elif not turn.done:
+                    self.pending[key] = turn.observation
+        if episode.running:
+            return {"done": False, "rollout_infos": {"total_reward": episode.trajectory.reward}}
+        await on_env_loop(episode.close())
+        traj = episode.trajectory
+        self.finished = [*self.finished[-1023:], traj]
+        if traj.void:
+            self.mask_void(key)
+        return {"done": True, "rollout_infos": rollout_infos(traj, self.void_policy)}
+
+    def step(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        key = infer_request.uuid
+        infer_request.messages.append({"role": "user", "content": self.pending.pop(key, "")})
+        ids, mask = self.get_response_token_data(infer_request, response_choice)
+        logprobs = [float(x["logprob"]) for x in (response_choice.logprobs or {}).get("content") or []]
+        return {"infer_request": infer_request, "response_token_ids": ids, "response_loss_mask": mask,
+                "rollout_logprobs": logprobs}  # fmt: skip
+
+    def is_void(self, key: str) -> bool:
+        episode = self.episodes.get(key)
+        return episode is not None and episode.trajectory.void and self.void_policy == "mask"
+
+    def is_finished(self, key: str) -> bool:
+        episode = self.episodes.get(key)
+        return episode is not None and episode.started and not episode.running and episode.env is None
+
+    def forget(self, key: str) -> None:
+        super().forget(key)
+        self.episodes.pop(key, None)
+        self.pending.pop(key, None)
+
+    async def _drop(self, key: str) -> None:
+        episode = self.episodes.get(key)
+        self.forget(key)
+        if episode is not None:
+            episode.end(Termination.POLICY_ERROR, "swift restarted the request before its episode ended")
+            await on_env_loop(episode.close())
+
+
+class AWorldOpenEnvScheduler(VoidMasks, OpenEnvScheduler):
+    """swift's ``OpenEnvScheduler`` for an ``aworld-gym serve-env`` server (``--multi_turn_scheduler
+    aworld_openenv``; the row's ``env_config``: ``base_url``, ``reset_kwargs`` such as ``{"task_id": ...}``). The
+    action is the model's text; the env's system prompt and task open the conversation; a void ending is masked."""
+
+    max_concurrent_envs = 4  # class attributes: swift reads them with getattr
+    env_config_defaults: dict[str, Any] = {}  # noqa: RUF012 - swift's name and shape
+
+    def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(infer_engine, max_turns, *args, **kwargs)
+        self.statuses: dict[str, dict[str, Any]] = {}
+
+    def _create_env(self, env_config: dict[str, Any]) -> Any:
+        wrapper = super()._create_env(env_config)
+        reset, step = wrapper.reset, wrapper.step
+
+        def keep_reset() -> Any:
+            obs, meta = reset()
+            wrapper.first = obs
+            return obs, meta
+
+        def keep_step(action: dict[str, Any]) -> Any:
+            out = step(action)
+            wrapper.last = out[0]
+            return out
+
+        wrapper.reset, wrapper.step = keep_reset, keep_step
+        return wrapper
+
+    async def on_trajectory_start(self, requests: list[Any]) -> None:
+        for req in requests:
+            if req.uuid is None:
+                req.uuid = uuidlib.uuid4().hex
+            self.forget(req.uuid)
+        await super().on_trajectory_start(requests)
+        for req in requests:
+            first = getattr(self._envs.get(req.uuid), "first", None)
+            if isinstance(first, dict) and first.get("messages"):
+                req.messages = first_messages(first["messages"])
+
+    async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        wrapper = self._envs.get(infer_request.uuid)
+        out = await super().on_turn_end(infer_request, response_choice, current_turn)
+        last = getattr(wrapper, "last", None)
+        if out.get("done") and isinstance(last, dict) and last.get("status"):
+            void = last["status"] == "void"
+            info = {"status": last["status"], "termination": last.get("termination"), "void": float(void),
+                    "weight": 0.0 if void and self.void_policy == "mask" else 1.0}  # fmt: skip
+            if void:
+                info["total_reward"] = 0.0
+                self.mask_void(infer_request.uuid)
+            self.statuses[infer_request.uuid] = info
+            out["rollout_infos"] = {**out.get("rollout_infos", {}), **info}
+        return out
+
+    def is_void(self, key: str) -> bool:
+        return self.statuses.get(key, {}).get("weight", 1.0) == 0.0
+
+    def is_finished(self, key: str) -> bool:
+        return key in self.statuses
+
+    def forget(self, key: str) -> None:
+        super().forget(key)
+        self.statuses.pop(key, None)
+
+    def parse_action(self, text: str) -> dict[str, Any]:
+        return {"text": text}
+
+    def format_observation(self, observation: Any) -> str:
+        return str(observation.get("text", "")) if isinstance(observation, dict) else str(observation)
+
+
+# ----- the reward -----------------------------------------------------------------------------------------------------
+class AWorldReward(ORM):
+    """``--reward_funcs aworld``: each episode's reward from the scheduler's ``rollout_infos``; a masked (void)
+    episode gets the mean of its group's live rows (the rows with its ``prompt_id``), so its advantage is 0."""
+
+    def __call__(self, completions: list[Any], rollout_infos: list[dict[str, Any]] | None = None,
+                 prompt_id: list[str] | None = None, **kwargs: Any) -> list[float]:  # fmt: skip
+        if rollout_infos is None:
+            raise ValueError("the aworld reward needs rollout_infos: use --multi_turn_scheduler aworld")
+        groups = prompt_id or [str(i) for i in range(len(rollout_infos))]
+        live: dict[str, list[float]] = {}
+        for group, info in zip(groups, rollout_infos, strict=True):
+            if float(info.get("weight", 1.0)) > 0:
+                live.setdefault(group, []).append(float(info.get("total_reward", 0.0)))
+        out = []
+        for group, info in zip(groups, rollout_infos, strict=True):
+            if float(info.get("weight", 1.0)) > 0:
+                out.append(float(info.get("total_reward", 0.0)))
+            else:
+                members = live.get(group, [])
+                out.append(sum(members) / len(members) if members else 0.0)
+        return out
+
+
+envs[NAME] = AWorldEnv
+multi_turns[NAME] = AWorldScheduler
+multi_turns[f"{NAME}_openenv"] = AWorldOpenEnvScheduler
+orms[NAME] = AWorldReward

@@ -1,0 +1,244 @@
+"""The ms-swift faces, against ms-swift 4.6's real classes (run in .venv-swift: swift pins trl<1.0): its own
+schedulers (server ``run()`` and the colocate trainer's ``run_multi_turn``), its CPU ``TransformersEngine`` with the
+tiny Qwen3, its ``GYMScheduler`` and its ``OpenEnvScheduler`` client path against ``aworld-gym serve-env``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+swift_rollout = pytest.importorskip("swift.rollout")
+
+from swift.infer_engine import RequestConfig, TransformersEngine  # noqa: E402
+from swift.infer_engine.protocol import (  # noqa: E402
+    ChatCompletionResponse,
+    ChatCompletionResponseChoice,
+    ChatMessage,
+    RolloutInferRequest,
+    RolloutOutput,
+    UsageInfo,
+)
+from swift.rollout import envs, invoke_async_hook, multi_turns, run_multi_turn  # noqa: E402
+from swift.utils import import_external_file  # noqa: E402
+
+from aworld_gym.mcp.shared import free_port  # noqa: E402
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
+from tests.helpers import ANSWER, CALL, CRASH, ROOT, demo_env_kwargs, scripted_tokens, stdio_config, wait_until  # noqa: E402
+
+PLUGIN = ROOT / "aworld_gym/trainers/plugins/aworld_swift.py"
+
+
+@pytest.fixture(scope="module")
+def engine(tiny):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import_external_file(str(PLUGIN))  # what --external_plugins does
+    return TransformersEngine(str(tiny), model_type="qwen3", template_type="qwen3", max_batch_size=0)
+
+
+def scripted(engine, req) -> ChatCompletionResponse:
+    """The reply a model would give: the row's script, turn by turn (the ids encoded then closed with eos)."""
+    chat = ChatTokens(engine.tokenizer)
+    turn = sum(bool(m["role"] == "assistant" and m.get("content")) for m in req.messages)
+    script = req.data_dict["script"]
+    text = script[min(turn, len(script) - 1)]
+    ids = [*chat.encode(text), chat.eos_id]
+    logprobs = {"content": [{"token": str(i), "logprob": -0.25, "bytes": None} for i in ids]}
+    choice = ChatCompletionResponseChoice(0, ChatMessage("assistant", text), "stop", logprobs, token_ids=ids)
+    return ChatCompletionResponse("scripted", [choice], UsageInfo(0, len(ids), len(ids)))
+
+
+class Scripted:
+    """swift's inference-engine contract (``infer_async``, ``template``, ``tokenizer``) with scripted replies."""
+
+    def __init__(self, real: TransformersEngine) -> None:
+        self.real, self.template, self.tokenizer = real, real.template, real.tokenizer
+
+    async def infer_async(self, req, request_config=None, **kwargs):
+        await asyncio.sleep(0)
+        return scripted(self, req)
+
+
+def request(uuid: str, script: list[str], env_config: dict, **extra) -> RolloutInferRequest:
+    return RolloutInferRequest(messages=[{"role": "user", "content": "ignored"}], uuid=uuid,
+                               data_dict={"env_config": env_config, "script": script, **extra})  # fmt: skip
+
+
+def config(**kw) -> RequestConfig:
+    return RequestConfig(max_tokens=kw.pop("max_tokens", 64), temperature=1.0, return_details=True, logprobs=True,
+                         seed=0, **kw)  # fmt: skip
+
+
+def model_ids(out: RolloutOutput) -> list[int]:
+    return [i for ids, mask in zip(out.response_token_ids, out.response_loss_mask, strict=True)
+            for i, m in zip(ids, mask, strict=True) if m]  # fmt: skip
+
+
+MCP = {"env_id": "AWorld/MCP-v0", "task_id": "add-2"}
+
+
+def test_the_plugin_registers_every_face(engine):
+    from aworld_gym.trainers import swift as face
+
+    assert (
+        multi_turns["aworld"] is face.AWorldScheduler and multi_turns["aworld_openenv"] is face.AWorldOpenEnvScheduler
+    )
+    assert envs["aworld"] is face.AWorldEnv
+    from swift.rewards import orms
+
+    assert orms["aworld"] is face.AWorldReward
+    assert issubclass(face.AWorldScheduler, swift_rollout.MultiTurnScheduler)
+
+
+def test_swift_runs_a_real_episode_with_the_tiny_qwen3_on_its_transformers_engine(engine):
+    sched = multi_turns["aworld"](infer_engine=engine, max_turns=3)
+    req = request("real", [], {**MCP, "env_kwargs": demo_env_kwargs(4)})
+    # The random tiny model rarely emits eos: a stop string ends each reply (finish "stop", so the env is stepped).
+    out = asyncio.run(sched.run(req, config(max_tokens=24, stop=["e"])))
+    traj = sched.finished[-1]
+    assert out.rollout_infos["num_turns"] == 3 == len(out.response_token_ids)
+    assert traj.num_turns == 3 and traj.termination == "turn_limit" and traj.status == "failed"
+    # The env opened the conversation: its system prompt with the tools, its task.
+    assert out.messages[0]["role"] == "system" and '"name": "add"' in out.messages[0]["content"]
+    assert out.messages[1] == {"role": "user", "content": "What is 2 + 1? Use the add tool."}
+    tok = engine.tokenizer
+    for k, (ids, mask) in enumerate(zip(out.response_token_ids, out.response_loss_mask, strict=True)):
+        sampled = [i for i, m in zip(ids, mask, strict=True) if m]
+        assert sampled and mask == [0] * (len(ids) - len(sampled)) + [1] * len(sampled)  # the template's prefix: 0
+        # exactly what the env was given as the model's turn (the prefix is the template's empty think block)
+        assert tok.decode(ids, skip_special_tokens=False) == traj.turns[k]["action"]
+        assert len(out.rollout_logprobs[k]) == len(sampled)
+    # Each earlier turn's ids went back into the next prompt verbatim (no re-tokenisation).
+    prompt = out.response.prompt_token_ids
+    for ids in out.response_token_ids[:-1]:
+        assert any(prompt[i : i + len(ids)] == ids for i in range(len(prompt)))
+    # The env's answers (format feedback here) came in as user turns; the reward is the env's own.
+    feedback = [m["content"] for m in out.messages[3::2]]
+    assert len(feedback) == 2 and all(t["observation"] in feedback for t in traj.turns[:2])
+    assert out.rollout_infos["total_reward"] == traj.reward == sum(t["reward"] for t in traj.turns)
+    assert traj.ledger.components.get("format", 0.0) < 0
+
+
+def test_the_scheduler_is_token_exact_and_matches_the_driver_on_both_of_swifts_loops(engine):
+    tok = engine.tokenizer
+    kwargs = demo_env_kwargs(4)
+    ref = scripted_tokens(ChatTokens(tok), [CALL, ANSWER], "add-2", kwargs)
+    ref_model = [i for i, m in zip(ref.tokens.completion_ids, ref.tokens.mask, strict=True) if m]
+    # Server mode: the scheduler's run().
+    sched = multi_turns["aworld"](infer_engine=Scripted(engine), max_turns=4)
+    out = asyncio.run(sched.run(request("s1", [CALL, ANSWER], {**MCP, "env_kwargs": kwargs}), config()))
+    assert model_ids(out) == ref_model
+    assert out.rollout_infos["total_reward"] == ref.reward == 1.0 and out.rollout_infos["status"] == "ok"
+    assert [len(x) for x in out.rollout_logprobs] == [sum(m) for m in out.response_loss_mask]
+    assert sched.finished[-1].turns[0]["tool_calls"][0]["name"] == "add"
+    # Colocate mode (the trainer's loop): swift's run_multi_turn with the scheduler's hooks.
+    colo = multi_turns["aworld"](max_turns=4, tokenizer=tok, template=engine.template)
+    reqs = [request(f"c{i}", [CALL, ANSWER], {**MCP, "env_kwargs": kwargs}) for i in range(2)]
+    invoke_async_hook(colo.on_trajectory_start(reqs))
+
+    def rollout_fn(batch, cfg):
+        return [RolloutOutput(response=scripted(engine, r)) for r in batch]
+
+    outs = run_multi_turn(reqs, rollout_fn(reqs, config()), colo, rollout_fn, config(), max_turns=4)
+    for o in outs:
+        assert model_ids(o) == ref_model and o.rollout_infos["total_reward"] == 1.0
+    assert not colo.episodes and not colo._masks()  # nothing kept of finished requests
+
+
+def test_void_episodes_are_masked_and_get_their_groups_live_mean(engine):
+    """A group of 4 with stdio servers: two servers are killed mid-episode (the demo's crash tool)."""
+    from aworld_gym.trainers.swift import AWorldReward
+
+    kwargs = {**demo_env_kwargs(4), "mcp_config": stdio_config()}
+    scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER], [CALL, "<answer>7</answer>"], [CALL, CRASH, ANSWER]]
+    # Server mode: the void rows' earlier turns (masks already handed to swift) are zeroed in place.
+    sched = multi_turns["aworld"](infer_engine=Scripted(engine), max_turns=5)
+
+    async def group():
+        reqs = [request(f"v{i}", s, {**MCP, "env_kwargs": kwargs}) for i, s in enumerate(scripts)]
+        return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
+
+    outs = asyncio.run(group())
+    infos = [o.rollout_infos for o in outs]
+    assert [i["status"] for i in infos] == ["ok", "void", "failed", "void"]
+    assert [i["termination"] for i in infos] == ["answer", "env_crash", "answer", "env_crash"]
+    for o, info in zip(outs, infos, strict=True):
+        flat = [m for mask in o.response_loss_mask for m in mask]
+        assert (sum(flat) == 0) == (info["status"] == "void")
+        assert len(o.response_loss_mask) == info["aworld_turns"]
+    rewards = AWorldReward()([None] * 4, rollout_infos=infos, prompt_id=["p"] * 4)
+    assert rewards == [1.0, 0.5, 0.0, 0.5]  # the void rows: the live rows' mean, so their advantage is 0
+    # Colocate mode: the same masking.
+    colo = multi_turns["aworld"](max_turns=5, tokenizer=engine.tokenizer, template=engine.template)
+    reqs = [request(f"w{i}", s, {**MCP, "env_kwargs": kwargs}) for i, s in enumerate(scripts)]
+    invoke_async_hook(colo.on_trajectory_start(reqs))
+
+    def rollout_fn(batch, cfg):
+        return [RolloutOutput(response=scripted(engine, r)) for r in batch]
+
+    outs = run_multi_turn(reqs, rollout_fn(reqs, config()), colo, rollout_fn, config(), max_turns=5)
+    assert [sum(m for mask in o.response_loss_mask for m in mask) == 0 for o in outs] == [False, True, False, True]
+    assert [o.rollout_infos["weight"] for o in outs] == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_the_gym_env_under_swifts_gym_scheduler(engine):
+    gym = multi_turns["gym_scheduler"](infer_engine=Scripted(engine), max_turns=4, gym_env="aworld")
+    env_config = {**MCP, "env_kwargs": demo_env_kwargs(4)}
+    out = asyncio.run(gym.run(request("g1", [CALL, ANSWER], env_config), config()))
+    assert out.rollout_infos["total_reward"] == 1.0 and out.rollout_infos["step_rewards"] == [0.0, 1.0]
+    assert out.messages[0]["role"] == "system" and out.messages[1]["content"] == "What is 2 + 1? Use the add tool."
+    assert "3.0" in out.messages[3]["content"]  # the tool's answer, as the next user turn
+    wrong = asyncio.run(gym.run(request("g2", [CALL, "<answer>5</answer>"], env_config), config()))
+    assert wrong.rollout_infos["total_reward"] == 0.0
+
+
+@contextlib.contextmanager
+def serve_env(kwargs: dict):
+    port = free_port()
+    argv = [sys.executable, "-m", "aworld_gym.cli", "serve-env", "AWorld/MCP-v0", "--port", str(port),
+            "--env-kwargs", json.dumps(kwargs), "--max-sessions", "4"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    try:
+        assert wait_until(healthy, 60), "serve-env did not start"
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_swifts_openenv_client_path_runs_episodes_against_serve_env(engine):
+    kwargs = {**demo_env_kwargs(4), "mcp_config": stdio_config()}
+    with serve_env(kwargs) as url:
+        sched = multi_turns["aworld_openenv"](infer_engine=Scripted(engine), max_turns=4)
+        cfg = {"base_url": url, "reset_kwargs": {"task_id": "add-2"}}
+
+        async def both():
+            good = request("o1", [CALL, ANSWER], cfg)
+            crash = request("o2", [CALL, CRASH, ANSWER], cfg)
+            return await asyncio.gather(sched.run(good, config()), sched.run(crash, config()))
+
+        good, crash = asyncio.run(both())
+    assert good.rollout_infos["total_reward"] == 1.0 and good.rollout_infos["status"] == "ok"
+    assert good.messages[0]["role"] == "system" and '"name": "add"' in good.messages[0]["content"]
+    assert good.messages[1]["content"] == "What is 2 + 1? Use the add tool."
+    assert "3.0" in good.messages[3]["content"]
+    assert crash.rollout_infos["status"] == "void" and crash.rollout_infos["termination"] == "env_crash"
+    assert sum(m for mask in crash.response_loss_mask for m in mask) == 0
+    assert sum(m for mask in good.response_loss_mask for m in mask) > 0
