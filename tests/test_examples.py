@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = ("python", "bash")
 NO_RUN = re.compile(r"^<!-- no-run: (.+) -->$")
-ALLOWED = ("needs a GPU", "needs an API key", "needs a cluster", "make test runs this file's examples")
+ALLOWED = ("needs a GPU", "needs an API key", "needs a cluster", "make test runs this file's examples",
+           "runs in .venv-swift: tests/trainers/test_swift.py runs the blocks of this section")  # fmt: skip
 
 
 @dataclass

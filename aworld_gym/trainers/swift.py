@@ -94,7 +94,8 @@ def rollout_infos(traj: Trajectory, void_policy: str) -> dict[str, Any]:
     masked = traj.void and void_policy == "mask"
     return {"total_reward": 0.0 if traj.void else traj.reward, "status": traj.status, "void": float(traj.void),
             "termination": traj.termination, "score": traj.score, "weight": 0.0 if masked else 1.0,
-            "task_id": traj.task_id, "aworld_turns": traj.num_turns}  # fmt: skip
+            "task_id": traj.task_id, "aworld_turns": traj.num_turns,
+            "error": traj.error.strip().splitlines()[-1][:500] if traj.error else None}  # fmt: skip
 
 
 # ----- the gym env ----------------------------------------------------------------------------------------------------

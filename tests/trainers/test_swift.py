@@ -100,7 +100,7 @@ def test_swift_runs_a_real_episode_with_the_tiny_qwen3_on_its_transformers_engin
     sched = multi_turns["aworld"](infer_engine=engine, max_turns=3)
     req = request("real", [], {**MCP, "env_kwargs": demo_env_kwargs(4)})
     # The random tiny model rarely emits eos: a stop string ends each reply (finish "stop", so the env is stepped).
-    out = asyncio.run(sched.run(req, config(max_tokens=24, stop=["e"])))
+    out = asyncio.run(sched.run(req, config(max_tokens=32, stop=[" ", "e"])))
     traj = sched.finished[-1]
     assert out.rollout_infos["num_turns"] == 3 == len(out.response_token_ids)
     assert traj.num_turns == 3 and traj.termination == "turn_limit" and traj.status == "failed"
@@ -199,9 +199,9 @@ def test_the_gym_env_under_swifts_gym_scheduler(engine):
 
 
 @contextlib.contextmanager
-def serve_env(kwargs: dict):
+def serve_env(kwargs: dict, env_id: str = "AWorld/MCP-v0"):
     port = free_port()
-    argv = [sys.executable, "-m", "aworld_gym.cli", "serve-env", "AWorld/MCP-v0", "--port", str(port),
+    argv = [sys.executable, "-m", "aworld_gym.cli", "serve-env", env_id, "--port", str(port),
             "--env-kwargs", json.dumps(kwargs), "--max-sessions", "4"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -242,3 +242,25 @@ def test_swifts_openenv_client_path_runs_episodes_against_serve_env(engine):
     assert crash.rollout_infos["status"] == "void" and crash.rollout_infos["termination"] == "env_crash"
     assert sum(m for mask in crash.response_loss_mask for m in mask) == 0
     assert sum(m for mask in good.response_loss_mask for m in mask) > 0
+
+
+def test_the_docs_examples_of_this_venv_run(engine, tmp_path):
+    """docs/training.md's blocks marked to run in .venv-swift (ms-swift's section, OpenEnv's client)."""
+    from tests.test_examples import blocks
+
+    marked = [b for b in blocks(ROOT / "docs/training.md") if b.skip and b.skip.startswith("runs in .venv-swift")]
+    assert len(marked) == 2 and all(b.lang == "python" for b in marked)
+    swift_block, client_block = (b.code for b in marked)
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"  # "python": this venv's
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    (tmp_path / "swift_example.py").write_text(swift_block)
+    done = subprocess.run([sys.executable, "swift_example.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "turn_limit" in done.stdout
+    with serve_env({**demo_env_kwargs(4), "mcp_config": stdio_config()}) as url:
+        (tmp_path / "client_example.py").write_text(client_block.replace("http://127.0.0.1:8918", url))
+        done = subprocess.run([sys.executable, "client_example.py"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-2:] == ["What is 0 + 1? Use the add tool.", "answer"]
