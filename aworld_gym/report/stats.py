@@ -10,6 +10,7 @@ component, turns, terminations by kind, tool calls and tool errors per tool, and
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,6 +21,17 @@ from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
 
 PARTS = ("reset_s", "policy_s", "env_s", "total_s")
+DIGITS = re.compile(r"([0-9]+)")  # ASCII digits, as the viewer's /[0-9]+/
+
+
+def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
+    """A sort key that orders runs of digits by their number: ``HumanEval/2`` before ``HumanEval/10``.
+
+    The text splits into alternating text and digit runs (text first, so like positions hold like types); equal
+    numbers written differently (``7`` and ``07``) fall back to the text. The viewer's ``natural`` compares alike.
+    """
+    parts = DIGITS.split(text)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -185,11 +197,14 @@ class RunStats:
             "latency": {
                 p: {"p50": quantile(v, 0.5), "p90": quantile(v, 0.9), "mean": _mean(v)} for p, v in self.parts.items()
             },
-            "per_task": {t: {"samples": v[0], "successes": v[1]} for t, v in sorted(self.tasks.items())},
+            "per_task": {
+                t: {"samples": v[0], "successes": v[1]}
+                for t, v in sorted(self.tasks.items(), key=lambda kv: natural_key(kv[0]))
+            },
         }
         if self.by is not None:
             out["by"] = self.by
-            out["groups"] = {k: _headline(g) for k, g in sorted(self.groups.items())}
+            out["groups"] = {k: _headline(g) for k, g in sorted(self.groups.items(), key=lambda kv: natural_key(kv[0]))}
         return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_gym.report.stats import compare, pass_at_k, quantile, summarize, summarize_records
+from aworld_gym.report.stats import compare, natural_key, pass_at_k, quantile, summarize, summarize_records
 from aworld_gym.rollout.sinks import open_sink
 
 
@@ -34,6 +34,20 @@ def test_quantiles_interpolate_like_numpy():
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == pytest.approx(2.5)
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.9) == pytest.approx(3.7)
     assert quantile([5.0], 0.9) == 5.0 and quantile([], 0.5) is None
+
+
+NATURAL = ["1", "2", "10", "HumanEval/0", "HumanEval/2", "HumanEval/9", "HumanEval/10", "HumanEval/11",
+           "HumanEval/100", "a2b3", "a2b10", "a10b1", "task-07", "task-7", "task-8"]  # fmt: skip
+
+
+def test_task_ids_sort_naturally():
+    assert sorted(reversed(NATURAL), key=natural_key) == NATURAL
+    assert sorted(NATURAL) != NATURAL  # as text, HumanEval/10 comes before HumanEval/2
+    ids = ["HumanEval/10", "HumanEval/2", "HumanEval/1", "HumanEval/11"]
+    s = summarize_records([record(t, 0, True, level) for t, level in zip(ids, ["10", "2", "1", "2"], strict=True)],
+                          by="level")  # fmt: skip
+    assert list(s["per_task"]) == ["HumanEval/1", "HumanEval/2", "HumanEval/10", "HumanEval/11"]
+    assert list(s["groups"]) == ["1", "2", "10"]
 
 
 def record(task, sample, ok, level, turns=1, tool_errors=(), termination="answer", total_s=1.0):
