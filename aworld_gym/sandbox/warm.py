@@ -65,6 +65,7 @@ class Zygote:
         self.prefix = ""
         self.proc: subprocess.Popen[bytes] | None = None
         self.preloaded: list[str] = []
+        self.spare_cgroups: frozenset[str] = frozenset()  # the cgroups made ahead of requests, as last reported
         self.starts = 0
         self._lock = threading.Lock()  # start/stop and writes to the zygote's stdin
         self._pending: dict[int, dict[str, Any]] = {}
@@ -129,6 +130,7 @@ class Zygote:
             started.put(SandboxError(f"the warm sandbox did not start: {exc}"))
             return None
         self.preloaded = hello.get("preloaded", [])
+        self.spare_cgroups = frozenset(hello.get("spare_cgroups", []))
         self.starts += 1
         started.put(proc)
         return proc
@@ -146,6 +148,7 @@ class Zygote:
     def close(self) -> None:
         with self._lock:
             proc, self.proc = self.proc, None
+            self.spare_cgroups = frozenset()
         if proc is not None:
             _stop(proc)
             self._sweep()
@@ -209,6 +212,8 @@ class Zygote:
 
     def _deliver(self, rid: int, reply: dict[str, Any]) -> None:
         with self._lock:
+            if "spare_cgroups" in reply:
+                self.spare_cgroups = frozenset(reply["spare_cgroups"])
             event = self._events.get(rid)
             if event is None:
                 return

@@ -55,18 +55,24 @@ def _live_procs_with(arg: str) -> list[psutil.Process]:
 
 
 def _my_cgroups(sandbox: Sandbox | None = None) -> list[Path]:
-    """Per-execution cgroups this test process created that still exist (v1 or v2), less the warm path's spares:
-    cgroups made ahead of a request, each holding one waiting process (its init) or none yet (it is joining), at
-    most ``spares`` of them, plus a few that a just-finished execution is still giving back."""
+    """Per-execution cgroups this test process created that still exist (v1 or v2), less the warm path's spares.
+
+    A spare is known by name: each zygote's replies list the cgroups it made ahead of requests to come (each holds
+    its waiting init, or nothing while the init is still joining). Every other cgroup is an execution's, and the
+    zygote removes it before it replies, so none may be left."""
     pattern = f"exec-{os.getpid()}-*"
     bases = [CGROUP_ROOT / h / "aworld-gym-sandbox" for h in ("pids", "memory")]
     bases.append(CGROUP_ROOT / "aworld-gym-sandbox")
     found = [d for base in bases if base.is_dir() for d in base.glob(pattern)]
     spares: set[str] = set()
     for zygote in live_zygotes():  # this sandbox's, or another's of this process (e.g. an env's shared one)
-        mine = {d.name for d in found if d.name.startswith(zygote.prefix) and 0 <= _procs(d) <= 1}
-        assert len(mine) <= zygote.spares + 4, f"{len(mine)} waiting cgroups for {zygote.spares} spares"
-        spares |= mine
+        named = zygote.spare_cgroups
+        assert len(named) <= zygote.spares, f"{sorted(named)}: more waiting cgroups than {zygote.spares} spares"
+        assert all(name.startswith(zygote.prefix) for name in named), (sorted(named), zygote.prefix)
+        for d in found:
+            if d.name in named:
+                assert _procs(d) in (0, 1), f"spare cgroup {d} holds {_procs(d)} processes (only its init may wait)"
+        spares |= named
     return [d for d in found if d.name not in spares]
 
 

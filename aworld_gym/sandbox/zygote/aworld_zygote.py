@@ -47,15 +47,24 @@ class Cgroup:
 
     def __init__(self, spec: dict, n: int) -> None:
         self.name = f"{spec['prefix']}{n}-{os.urandom(4).hex()}"
-        self.parents = [os.open(host(b), os.O_RDONLY | os.O_DIRECTORY) for b in spec["bases"]]
-        for fd in self.parents:
-            os.mkdir(self.name, 0o755, dir_fd=fd)
+        self.parents: list[int] = []
+        self.procs: list[int] = []
+        self.limits: list[int] = []
+        try:
+            for b in spec["bases"]:
+                self.parents.append(os.open(host(b), os.O_RDONLY | os.O_DIRECTORY))
+                os.mkdir(self.name, 0o755, dir_fd=self.parents[-1])
+            self._open(spec)
+        except OSError:  # half made (no memory, no pids left): nothing of it stays behind
+            self.remove()
+            raise
+
+    def _open(self, spec: dict) -> None:
         dirs = [host(f"{b}/{self.name}") for b in spec["bases"]]
         self.procs = [os.open(f"{d}/cgroup.procs", os.O_WRONLY) for d in dirs]
         self.v1 = spec["version"] == 1
         names = [(dirs[0], "pids.max"), (dirs[-1], "memory.limit_in_bytes" if self.v1 else "memory.max"),
                  (dirs[-1], "memory.memsw.limit_in_bytes" if self.v1 else "memory.swap.max")]  # fmt: skip
-        self.limits = []
         for d, name in names:
             try:
                 self.limits.append(os.open(f"{d}/{name}", os.O_WRONLY))
@@ -100,13 +109,22 @@ class Spare:
     def __init__(self, config: dict, n: int, pidns: int, keep_closed: list[int]) -> None:
         spec = config.get("cgroup")
         self.cgroup = Cgroup(spec, n) if spec else None
-        go_r, self.go = os.pipe()
-        self.status, status_w = os.pipe()
+        try:
+            go_r, self.go = os.pipe()
+            self.status, status_w = os.pipe()
+        except OSError:
+            if self.cgroup:
+                self.cgroup.remove()
+            raise
         _check(_libc.unshare(CLONE_NEWPID), "unshare")  # the next child is PID 1 of a new namespace
         try:
             self.pid = os.fork()
         except OSError:
             _check(_libc.setns(pidns, CLONE_NEWPID), "setns")
+            for fd in (go_r, self.go, self.status, status_w):
+                os.close(fd)
+            if self.cgroup:
+                self.cgroup.remove()  # no process ever joined it
             raise
         if self.pid == 0:
             try:
@@ -208,7 +226,7 @@ class Zygote:
         self.made = 0
         for _ in range(self.want):
             self.add_spare()
-        os.write(replies, (json.dumps({"ready": True, "preloaded": loaded}) + "\n").encode())
+        self.reply({"ready": True, "preloaded": loaded})
 
     def add_spare(self) -> Spare:
         self.made += 1
@@ -222,7 +240,10 @@ class Zygote:
         return spare
 
     def reply(self, reply: dict) -> None:
-        os.write(self.replies, (json.dumps(reply) + "\n").encode())
+        """One line to the host, with the names of the cgroups made ahead for the spares: every other cgroup of this
+        zygote is an execution's, and none is left once its reply has gone out."""
+        spares = [sp.cgroup.name for sp in self.spares if sp.cgroup]
+        os.write(self.replies, (json.dumps({**reply, "spare_cgroups": spares}) + "\n").encode())
 
     def done(self, ex: Spare) -> None:
         """Give the execution's cgroup back before its reply goes out; the kernel may hold it a few ms after its last
@@ -237,12 +258,18 @@ class Zygote:
 
     def handle(self, line: bytes) -> None:
         req = json.loads(line)
+        ex = None
         try:
             if not self.spares:
                 self.add_spare()
             ex = self.spares.pop(0)
             ex.start(line, req)
         except OSError as exc:  # no spare could be made, or it died: the host gets a clear error
+            if ex is not None:  # a spare that could not take the request: it goes, with its cgroup
+                ex.kill()
+                select.select([ex.pidfd], [], [], 1.0)
+                ex.finish()
+                self.done(ex)
             self.reply({"id": req["id"], "status": None, "timed_out": False, "error": f"{type(exc).__name__}: {exc}"})
             return
         self.running[ex.pidfd] = ex
