@@ -25,6 +25,22 @@
   function secs(v) { return v == null ? "-" : (v < 1 ? (v * 1000).toFixed(0) + " ms" : Number(v).toFixed(2) + " s"); }
   function short(name) { return String(name).split("/").pop(); }
   function $(id) { return document.getElementById(id); }
+  // Natural order, as stats.natural_key: runs of digits compare as numbers (HumanEval/2 before HumanEval/10), the
+  // text between them by code unit; equal numbers written differently (7, 07) fall back to the whole text.
+  function natural(a, b) {
+    var x = String(a).split(/([0-9]+)/), y = String(b).split(/([0-9]+)/);
+    for (var i = 0; i < Math.min(x.length, y.length); i++) {
+      var p = x[i], q = y[i];
+      if (i % 2) {  // digits: the number with more digits (leading zeros aside) is larger, else compare as text
+        var pn = p.replace(/^0+/, ""), qn = q.replace(/^0+/, "");
+        if (pn.length !== qn.length) return pn.length - qn.length;
+        p = pn; q = qn;
+      }
+      if (p !== q) return p < q ? -1 : 1;
+    }
+    return x.length - y.length || (a < b ? -1 : a > b ? 1 : 0);
+  }
+  function byTask(a, b) { return a.run - b.run || natural(a.task, b.task) || a.sample - b.sample || a.i - b.i; }
 
   // ----- summary cards ---------------------------------------------------------------------------------------
   $("subtitle").textContent = runs.map(function (r) { return short(r.run); }).join(" vs ") + " - made " + DATA.generated;
@@ -71,41 +87,52 @@
   }
 
   // ----- charts ----------------------------------------------------------------------------------------------
+  // The title sits just above the plot, below the band at the top where Plotly draws its mode bar: the bar shows
+  // on hover only, but always where the browser cannot hover (touch screens, headless Chromium), and must never
+  // cover the title.
   function chart(title, traces, layout) {
-    var div = h("div", {cls: "chart"});
+    var div = h("div", {cls: "chart", "data-title": title});
     $("charts").appendChild(div);
-    var base = {title: {text: title, font: {size: 14}}, margin: {l: 50, r: 20, t: 40, b: 90}, barmode: "group",
-      legend: {orientation: "h"}, height: 340};
-    Plotly.newPlot(div, traces, Object.assign(base, layout || {}), {displaylogo: false, responsive: true});
+    layout = layout || {};
+    var base = {title: {text: title, font: {size: 14}, y: 1, yref: "paper", yanchor: "bottom", pad: {b: 10}},
+      margin: {l: 50, r: 20, t: 64, b: 40}, barmode: "group", height: 380};
+    // Axes make room for their tick labels (task ids turned on their side); the legend (several runs) sits to the
+    // right, where it cannot cover them.
+    var axes = {xaxis: Object.assign({automargin: true}, layout.xaxis), yaxis: Object.assign({automargin: true}, layout.yaxis)};
+    Plotly.newPlot(div, traces, Object.assign(base, layout, axes), {displaylogo: false, responsive: true,
+      displayModeBar: "hover", modeBarButtonsToRemove: ["select2d", "lasso2d"]});
   }
   var taskIds = Object.keys(runs[0].per_task);
   var rate0 = function (t) { var v = runs[0].per_task[t]; return v.successes / v.samples; };
-  taskIds.sort(function (a, b) { return rate0(a) - rate0(b) || (a < b ? -1 : 1); });
+  taskIds.sort(function (a, b) { return rate0(a) - rate0(b) || natural(a, b); });
   var shown = taskIds.slice(0, 60);
   chart("Success rate by task" + (taskIds.length > shown.length ? " (the " + shown.length + " hardest of " + taskIds.length + ")" : ""),
     runs.map(function (r) {
       return {type: "bar", name: short(r.run), x: shown, y: shown.map(function (t) { var v = r.per_task[t]; return v ? v.successes / v.samples : null; })};
-    }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
+    }), {xaxis: {type: "category"}, yaxis: {range: [0, 1], tickformat: ".0%"}});
   if (runs[0].groups) {
-    var keys = Object.keys(runs[0].groups);
+    var keys = Object.keys(runs[0].groups).sort(natural);
     chart("Success rate by " + DATA.by, runs.map(function (r) {
       return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].success_rate : null; })};
-    }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
+    }), {xaxis: {type: "category"}, yaxis: {range: [0, 1], tickformat: ".0%"}});
     chart("Mean reward by " + DATA.by, runs.map(function (r) {
       return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].reward_mean : null; })};
-    }));
+    }), {xaxis: {type: "category"}});
   }
+  // Terminations: the kinds on the x axis (most episodes first), one bar per run in each, its count on it.
   var kinds = {};
-  runs.forEach(function (r) { Object.keys(r.terminations).forEach(function (k) { kinds[k] = 1; }); });
-  chart("Terminations", Object.keys(kinds).map(function (k) {
-    return {type: "bar", name: k, x: runs.map(function (r) { return short(r.run); }), y: runs.map(function (r) { return r.terminations[k] || 0; })};
-  }), {barmode: "stack"});
+  runs.forEach(function (r) { Object.keys(r.terminations).forEach(function (k) { kinds[k] = (kinds[k] || 0) + r.terminations[k]; }); });
+  var kindList = Object.keys(kinds).sort(function (a, b) { return kinds[b] - kinds[a] || natural(a, b); });
+  chart("Terminations", runs.map(function (r) {
+    var ys = kindList.map(function (k) { return r.terminations[k] || 0; });
+    return {type: "bar", name: short(r.run), x: kindList, y: ys, text: ys.map(String), textposition: "auto"};
+  }), {xaxis: {type: "category"}, yaxis: {title: {text: "episodes"}}, showlegend: runs.length > 1});
   var maxK = 0;
   runs.forEach(function (r) { maxK = Math.max(maxK, Object.keys(r.pass_at_k).length); });
   if (maxK > 1) {
     chart("pass@k", runs.map(function (r) {
       var ks = Object.keys(r.pass_at_k);
-      return {type: "scatter", mode: "lines+markers", name: short(r.run), x: ks, y: ks.map(function (k) { return r.pass_at_k[k].value; })};
+      return {type: "scatter", mode: "lines+markers", cliponaxis: false, name: short(r.run), x: ks, y: ks.map(function (k) { return r.pass_at_k[k].value; })};
     }), {yaxis: {range: [0, 1], tickformat: ".0%"}});
   }
   chart("Turns per episode", runs.map(function (r, ri) {
@@ -122,7 +149,7 @@
   if (multi.length) {
     $("groups-section").hidden = false;
     function mixed(k) { var g = groups[k], s = g.filter(function (e) { return e.ok; }).length; return s > 0 && s < g.length ? 0 : 1; }
-    multi.sort(function (a, b) { return mixed(a) - mixed(b) || (a < b ? -1 : 1); });
+    multi.sort(function (a, b) { return mixed(a) - mixed(b) || byTask(groups[a][0], groups[b][0]); });
     var gt = h("table", {id: "groups-table", cls: "list"}, h("thead", {}, h("tr", {}, h("th", {text: "run"}), h("th", {text: "task"}),
       h("th", {text: "samples"}), h("th", {text: "solved"}), h("th", {text: "mean reward"}), h("th", {text: "reward std"}))));
     var gb = h("tbody");
@@ -145,13 +172,15 @@
 
   // ----- the episode list ------------------------------------------------------------------------------------
   runs.forEach(function (r, ri) { $("f-run").appendChild(h("option", {value: String(ri), text: short(r.run)})); });
-  Object.keys(kinds).forEach(function (k) { $("f-termination").appendChild(h("option", {value: k, text: k})); });
-  var haystack = null, filtered = eps, rendered = 0;
+  kindList.forEach(function (k) { $("f-termination").appendChild(h("option", {value: k, text: k})); });
+  // Listed by run, then task in natural order, then sample (a task's samples together); "#" is the record's index.
+  var listed = eps.slice().sort(byTask);
+  var haystack = null, filtered = listed, rendered = 0;
   function applyFilters() {
     var run = $("f-run").value, outcome = $("f-outcome").value, term = $("f-termination").value;
     var task = $("f-task").value.trim().toLowerCase(), q = $("f-search").value.trim().toLowerCase();
     if (q && !haystack) haystack = eps.map(function (e) { return [e.task, e.prompt, e.answer, e.error, e.termination].join("\n").toLowerCase(); });
-    filtered = eps.filter(function (e) {
+    filtered = listed.filter(function (e) {
       return (run === "" || e.run === Number(run)) && (outcome === "" || (outcome === "success") === e.ok) &&
         (term === "" || e.termination === term) && (!task || e.task.toLowerCase().indexOf(task) >= 0) &&
         (!q || haystack[e.i].indexOf(q) >= 0);
@@ -260,6 +289,6 @@
   }
   var m = /^#episode-(\d+)$/.exec(location.hash);
   if (m && eps[Number(m[1])]) openEpisode(Number(m[1]));
-  window.aworldReport = {data: DATA, open: openEpisode, filtered: function () { return filtered.length; }};
+  window.aworldReport = {data: DATA, open: openEpisode, filtered: function () { return filtered.length; }, natural: natural};
   performance.mark("aworld-report-ready");
 })();

@@ -1,7 +1,9 @@
 """The HTML report of real collected runs, opened in headless Chromium through Playwright MCP as a person would
 see it: the page shows the numbers the JSONL holds (counts, success rate, pass@k computed here by hand), the
 filters change the list, an episode opens with its tool calls, a GRPO group shows its samples side by side,
-browser screenshots a run stored are shown, the charts are drawn, and the console has no errors."""
+browser screenshots a run stored are shown, the charts are drawn, and the console has no errors. The charts read
+right: the terminations chart has the kinds on its axis (one bar per run), task ids come in natural order (charts,
+groups, the episode list), and Plotly's mode bar never covers a chart's title."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ import itertools
 import json
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
+from aworld_gym.core.errors import PolicyError
+from aworld_gym.envs.code.reference import CodeReferencePolicy
 from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.report.html import build
+from aworld_gym.report.stats import natural_key
 from aworld_gym.rollout.collect import collect
 from tests.report_page import Page
 
@@ -147,3 +152,75 @@ def test_browser_screenshots_of_a_run_are_shown(tmp_path):
         want = sum(bool(t.get("screenshot")) for t in rows[0]["turns"]) + bool(rows[0].get("screenshot"))
         assert len(images) == want and all(im["data"] and im["width"] > 100 for im in images), images
         assert page.console_errors()[0] == 0
+
+
+class Flaky(CodeReferencePolicy):
+    """The reference solution for HumanEval/n with n % 3 == 0; n % 3 == 1 only ever tests (the turn limit ends it);
+    n % 3 == 2 fails in the policy on its second turn (policy_error)."""
+
+    name = "flaky"
+
+    def decide(self, env):
+        n = int(str(env.task.id).rsplit("/", 1)[1])
+        if n % 3 == 1:
+            return '<tool_call>\n{"name": "run_python", "arguments": {"code": "print(1)"}}\n</tool_call>'
+        if n % 3 == 2 and env.turn == 1:
+            raise PolicyError("the model endpoint went away")
+        return super().decide(env)
+
+
+def test_charts_name_terminations_order_tasks_naturally_and_keep_titles_clear(tmp_path):
+    paths = [tmp_path / "reference.jsonl", tmp_path / "flaky.jsonl"]
+    collect("AWorld/Code-v0", "reference", episodes=12, concurrency=4, sink=paths[0], progress=False)
+    collect("AWorld/Code-v0", Flaky(), episodes=24, group_size=2, concurrency=4, sink=paths[1], progress=False,
+            env_kwargs={"max_episode_steps": 3})  # fmt: skip
+    rows = [[json.loads(line) for line in p.read_text().splitlines()] for p in paths]
+    ids = [f"HumanEval/{n}" for n in range(12)]  # as text, HumanEval/10 and /11 would come before /2
+    assert sorted({r["task_id"] for r in rows[0]}, key=natural_key) == ids
+    counts = [Counter(r["termination"] for r in run) for run in rows]
+    assert counts[1] == {"answer": 8, "turn_limit": 8, "policy_error": 8}, counts
+    total = counts[0] + counts[1]
+    kinds = sorted(total, key=lambda k: (-total[k], k))  # most episodes first
+    build(paths, tmp_path / "code.html")
+    with Page(tmp_path / "code.html") as page:
+        page.open()
+        seen = page.js("""() => {
+            const charts = [...document.querySelectorAll('.chart')];
+            const chart = t => charts.find(c => c.dataset.title.startsWith(t));
+            const ticks = c => [...c.querySelectorAll('.xtick text')].map(e => e.textContent);
+            const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+            const terms = chart('Terminations');
+            return {
+                termTicks: ticks(terms), termBars: terms.data.map(t => ({name: t.name, x: t.x, y: t.y})),
+                barTexts: [...terms.querySelectorAll('text.bartext')].map(e => e.textContent),
+                taskTicks: ticks(chart('Success rate by task')),
+                groups: [...document.querySelectorAll('#groups-table tbody tr')].map(r => r.dataset.task),
+                listed: [...document.querySelectorAll('#episodes tbody tr')].map(
+                    r => [...r.children].slice(1, 4).map(td => td.textContent)),
+                boxes: charts.map(c => ({title: c.dataset.title, text: c.querySelector('.gtitle').textContent,
+                    gtitle: box(c.querySelector('.gtitle')), modebar: box(c.querySelector('.modebar'))})),
+            };
+        }""")  # fmt: skip
+        # Terminations: the kinds on the axis, one bar per run, the counts on the bars.
+        assert seen["termTicks"] == kinds, seen["termTicks"]
+        assert seen["termBars"] == [{"name": p.name, "x": kinds, "y": [c[k] for k in kinds]}
+                                    for p, c in zip(paths, counts, strict=True)]  # fmt: skip
+        assert sorted(seen["barTexts"]) == sorted(str(c[k]) for c in counts for k in kinds if c[k])
+        # Task ids in natural order: the chart (run 0 solves all, so no task is harder), the groups, the list.
+        assert seen["taskTicks"] == ids
+        assert seen["groups"] == ids  # no group has mixed outcomes, so none goes first
+        want = [["reference.jsonl", t, "0"] for t in ids] + [["flaky.jsonl", t, str(s)] for t in ids for s in (0, 1)]
+        assert seen["listed"] == want
+        # The page's own natural order is stats.natural_key's.
+        mixed = ["a10b1", "task-7", "HumanEval/100", "2", "a2b10", "HumanEval/9", "task-07", "10", "HumanEval/10",
+                 "1", "a2b3", "HumanEval/0", "task-8", "HumanEval/11", "HumanEval/2"]  # fmt: skip
+        assert page.js(f"() => {json.dumps(mixed)}.sort(window.aworldReport.natural)") == sorted(mixed, key=natural_key)
+        # Every chart's title is drawn and clear of the mode bar (which shows always where hover is unavailable).
+        assert len(seen["boxes"]) == 5, seen["boxes"]  # by task, terminations, pass@k, turns, reward
+        for b in seen["boxes"]:
+            (l1, t1, r1, b1), (l2, t2, r2, b2) = b["gtitle"], b["modebar"]
+            assert b["text"] == b["title"] and r1 > l1 and b1 > t1 and r2 > l2 and b2 > t2, b
+            assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, b  # the boxes do not intersect
+        assert page.console_errors()[0] == 0
+        page.call("browser_resize", width=1400, height=2600)
+        page.screenshot(tmp_path / "code.png")
