@@ -29,6 +29,7 @@ def test_episodes_with_an_openai_endpoint(fake, tmp_path, tool_mode):
     assert (s.recorded, s.successes) == (4, 4)
     first = fake.requests[0]
     assert first["auth"] == "Bearer sk-test" and first["body"]["model"] == "fake-qwen3"
+    assert first["body"]["logprobs"] is True  # the logprob path: tested here only (transformers serve has none)
     assert first["body"]["messages"][0]["role"] == "system"
     if tool_mode == "native":
         assert first["body"]["tools"][0]["type"] == "function"
