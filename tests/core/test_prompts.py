@@ -41,7 +41,7 @@ def test_an_env_renders_compact_tools_and_keeps_the_full_schemas():
     env = gym.make("AWorld/MCP-v0", mcp_config=stdio_config(), tasks=tasks, tool_format="compact")
     try:
         _, info = env.reset(seed=0)
-        assert "- multiply(a: number, b: number)" in info["system_prompt"] or "- multiply(" in info["system_prompt"]
+        assert "\n- multiply(a: number, b: number): Multiply two numbers.\n" in info["system_prompt"]
         assert '"parameters"' not in info["system_prompt"]
         assert all("parameters" in t["function"] for t in info["tools"])  # native tool calling gets the schemas
         _, r, term, _, _ = env.step("<answer>42</answer>")
