@@ -8,7 +8,9 @@ left out only when the line before it says why, in one of the allowed ways::
 
     <!-- no-run: needs a GPU: ... -->
 
-and a test checks that every mark gives an allowed reason.
+and a test checks that every mark gives an allowed reason. Running is not enough: every page with run blocks has at
+least one check in them (a python ``assert``; in bash ``test``, ``[ ]``, ``grep -q`` or ``python -c "...assert..."``
+on a line of its own).
 """
 
 from __future__ import annotations
@@ -101,6 +103,36 @@ def test_every_example_of_the_page_runs(page, tmp_path):
         out = run([sys.executable, "example.py"], tmp_path, timeout=900)
         where = ", ".join(str(b.line) for b in python)
         assert out.returncode == 0, f"{name(page)} (python blocks at lines {where}) failed:\n{out.stdout[-6000:]}"
+
+
+# What counts as a check in a run block. In bash (run with -e) only a command on a line of its own: -e ignores a
+# failure negated by `!` or followed by `&&` / `||`, so such a line would check nothing.
+PY_CHECK = re.compile(r"^\s*assert\b", re.M)
+SH_CHECK = re.compile(r"^(?:test |\[ |grep -q )(?!.*(?:&&|\|\|))", re.M)
+SH_PY_CHECK = re.compile(r"^python3? -c (\"[^\"]*\bassert\b[^\"]*\"|'[^']*\bassert\b[^']*')", re.M)
+
+
+def checks(b: Block) -> int:
+    """The assertions in a run block: python `assert`s; bash `test`, `[ ]`, `grep -q`, `python -c "...assert..."`."""
+    if b.lang == "python":
+        return len(PY_CHECK.findall(b.code))
+    return len(SH_CHECK.findall(b.code)) + len(SH_PY_CHECK.findall(b.code))
+
+
+def test_what_counts_as_a_check():
+    def bash(code: str) -> Block:
+        return Block(ROOT, 1, "bash", code, None)
+
+    assert checks(Block(ROOT, 1, "python", "x = 1\nfor i in []:\n    assert i\nassert x == 1\n", None)) == 2
+    assert checks(bash('test -s out.html\n[ -f x ]\ngrep -q "100.0%" log\npython -c "import x\nassert x"\n')) == 4
+    assert checks(bash("! grep -q secret log\ngrep -q a log && echo ok\ntest -f x || true\necho assert\n")) == 0
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=name)
+def test_every_runnable_page_asserts_something(page):
+    """Running is not enough: a page's examples check what its text claims (at least one check per page)."""
+    todo = [b for b in blocks(page) if b.lang in RUN and not b.skip]
+    assert sum(checks(b) for b in todo) > 0, f"{name(page)}: its run blocks assert nothing"
 
 
 def test_every_block_left_out_says_why_in_an_allowed_way():
