@@ -8,6 +8,9 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from tests.helpers import http_demo_server
 
+# Security tests: every test under these folders (node ids, from the root of the checkout), and any marked `security`.
+SECURITY_PATHS = ("tests/sandbox/",)
+
 
 @pytest.fixture(scope="session")
 def http_url():
@@ -19,3 +22,48 @@ def http_url():
 def sse_url():
     with http_demo_server("sse") as url:
         yield url
+
+
+# ----- a loud list of the security tests that did not run ------------------------------------------------
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "security: a security test; listed at the end of the run if it skipped")
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def security_skips(terminalreporter: pytest.TerminalReporter) -> list[tuple[str, str]]:
+    """(node id, reason) of every skipped security test of this run."""
+    found = []
+    for report in terminalreporter.stats.get("skipped", []):
+        security = report.nodeid.startswith(SECURITY_PATHS) or "security" in getattr(report, "keywords", {})
+        if security and not hasattr(report, "wasxfail"):
+            found.append((report.nodeid, _skip_reason(report)))
+    return found
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """Every security test that skipped, and why, in a block nobody can miss; nothing when none skipped."""
+    skipped = security_skips(terminalreporter)
+    if not skipped:
+        return
+    by_reason: dict[str, list[str]] = {}
+    for nodeid, reason in skipped:
+        by_reason.setdefault(reason, []).append(nodeid)
+    tr = terminalreporter
+    tr.write_sep("!", f"SECURITY TESTS SKIPPED: {len(skipped)}", red=True, bold=True)
+    tr.write_line("These protections were NOT tested on this machine:", red=True, bold=True)
+    for reason, nodeids in by_reason.items():
+        tr.write_line(f"  {len(nodeids)} skipped: {reason}", red=True, bold=True)
+        for nodeid in nodeids:
+            tr.write_line(f"    {nodeid}", red=True)
+    tr.write_line(
+        "The warm sandbox needs root and bubblewrap; the escape suite needs bubblewrap able to create namespaces "
+        "(root, or unprivileged user namespaces). Without them the sandbox falls back (README: set-up).",
+        red=True,
+        bold=True,
+    )
+    tr.write_sep("!", f"SECURITY TESTS SKIPPED: {len(skipped)}", red=True, bold=True)
