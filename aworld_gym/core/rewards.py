@@ -159,6 +159,32 @@ def as_hook(hook: Any) -> Hook:
     return Hook(hook, on=getattr(hook, "on", "step"))
 
 
+def resolve_hooks(hooks: Iterable[Any]) -> list[Hook]:
+    """Hooks from a list whose entries may also be import paths, ``"package.module:name"`` naming a hook or a list of
+    hooks (so that env kwargs with hooks stay JSON: the CLI's ``--env-kwargs``, ``serve-env``, Ray)."""
+    out: list[Hook] = []
+    for hook in hooks:
+        if isinstance(hook, str):
+            hook = _import(hook)
+            if isinstance(hook, list | tuple):
+                out.extend(as_hook(h) for h in hook)
+                continue
+        out.append(as_hook(hook))
+    return out
+
+
+def _import(path: str) -> Any:
+    import importlib
+
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ConfigError(f"a reward hook given as text is 'package.module:name', got {path!r}")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"reward hook {path!r} cannot be imported: {exc}") from exc
+
+
 @dataclass
 class Scores:
     """What one stage's hooks gave: weighted components (they sum to the reward), weight-0 metrics, errors."""
@@ -194,12 +220,13 @@ class Rubric:
     """An env's (or a wrapper's) reward hooks, split by stage.
 
     Args:
-        hooks: hooks, :class:`Hook` objects or plain callables (step hooks of weight 1).
+        hooks: hooks, :class:`Hook` objects, plain callables (step hooks of weight 1), or import paths
+            (``"package.module:name"``, a hook or a list of hooks).
         strict: re-raise a hook's exception instead of recording it in ``errors``.
     """
 
     def __init__(self, hooks: Iterable[Any] = (), strict: bool = False) -> None:
-        self.hooks = [as_hook(h) for h in hooks]
+        self.hooks = resolve_hooks(hooks)
         self.strict = strict
         self.step = [h for h in self.hooks if h.on == "step"]
         self.episode = [h for h in self.hooks if h.on == "episode"]

@@ -44,7 +44,8 @@ class MenuActions(gym.Wrapper):
     Args:
         env: a text-action AWorld env.
         menu: the action texts (e.g. ``<tool_call>...</tool_call>`` calls and ``<answer>...</answer>`` answers);
-            action ``i`` sends ``menu[i]``.
+            action ``i`` sends ``menu[i]``; an entry may also be a callable ``(unwrapped env) -> text`` that reads
+            what the agent could (the question, the last tool result), e.g. a call on the question's numbers.
         obs_tokens: observation length; the conversation's latest tokens are kept, left-padded with 0.
         tokenize: ``text -> ids`` (default: bytes + 1); ``vocab_size`` bounds the ids.
     """
@@ -52,7 +53,7 @@ class MenuActions(gym.Wrapper):
     def __init__(
         self,
         env: gym.Env[str, str],
-        menu: Sequence[str],
+        menu: Sequence[str | Callable[[Any], str]],
         obs_tokens: int = 256,
         tokenize: Callable[[str], list[int]] = byte_tokens,
         vocab_size: int = 257,
@@ -80,7 +81,8 @@ class MenuActions(gym.Wrapper):
         return self._obs(obs), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        text = self.menu[int(action)]
+        entry = self.menu[int(action)]
+        text = entry if isinstance(entry, str) else entry(self.env.unwrapped)
         obs, reward, terminated, truncated, info = self.env.step(text)
         self._history += self.tokenize(text)
         if truncated and info.get("truncation_reason") in Termination.VOID:

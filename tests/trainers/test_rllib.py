@@ -10,7 +10,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from aworld_gym.trainers.rllib import MenuActions, make_env, register_all  # noqa: E402
-from aworld_gym.trainers.toy import tool_choice_env_kwargs  # noqa: E402
+from aworld_gym.trainers.toy import TOOL_MENU, learning_criterion, tool_choice_env_kwargs  # noqa: E402
 
 
 def tool_call(name: str, a: int, b: int) -> str:
@@ -18,6 +18,7 @@ def tool_call(name: str, a: int, b: int) -> str:
 
 
 MENU = [tool_call("multiply", 3, 4), tool_call("add", 3, 4), "<answer>12</answer>", "<answer>7</answer>"]
+FIXED = {"ops": ("multiply",), "pairs": ((3, 4),)}  # the small fixed task set of the plumbing tests
 
 
 def test_register_all_registers_every_id():
@@ -31,7 +32,7 @@ def test_register_all_registers_every_id():
 
 
 def test_menu_actions_give_numeric_spaces_and_the_envs_rewards():
-    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs(), "menu": MENU, "obs_tokens": 64})
+    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs(**FIXED), "menu": MENU, "obs_tokens": 64})
     try:
         assert isinstance(env, MenuActions) and env.action_space.n == 4
         obs, _ = env.reset(seed=0)
@@ -45,34 +46,94 @@ def test_menu_actions_give_numeric_spaces_and_the_envs_rewards():
         env.close()
 
 
-def test_rllib_ppo_learns_on_an_aworld_env():
+def test_menu_entries_may_read_the_question_and_the_last_result():
+    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("heldout"), "menu": TOOL_MENU, "obs_tokens": 32})
+    try:
+        for task in env.unwrapped.tasks:
+            env.reset(options={"task_id": task.id})
+            _, reward, terminated, _, info = env.step(TOOLS.index(task.metadata["tool"]))
+            assert (
+                not terminated
+                and info["tool_calls"][0]["arguments"] == task.metadata["reference"]["turns"][0][0]["arguments"]
+            )
+            _, reward, terminated, _, info = env.step(3)  # answer with the tool's result
+            assert terminated and reward == 1.0, task.id
+        wrong = next(t for t in env.unwrapped.tasks if t.metadata["tool"] == "add")
+        env.reset(options={"task_id": wrong.id})
+        env.step(TOOLS.index("multiply"))
+        assert env.step(3)[1] == 0.0  # the wrong tool's result is a wrong answer
+    finally:
+        env.close()
+
+
+TOOLS = ["add", "multiply", "lookup"]  # TOOL_MENU's first three actions
+
+
+def sample_successes(module, episodes: int, seed: int) -> list[bool]:
+    """Held-out episodes with actions sampled from the policy (independent episodes: the criterion's premise)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("heldout", max_turns=2), "menu": TOOL_MENU,
+                                     "obs_tokens": 32})  # fmt: skip
+    tasks = env.unwrapped.tasks
+    out = []
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(options={"task_id": tasks[i % len(tasks)].id})
+            done, reward = False, 0.0
+            while not done:
+                with torch.no_grad():
+                    logits = module.forward_inference({"obs": torch.from_numpy(obs[None])})["action_dist_inputs"][0]
+                probs = torch.softmax(logits, -1).numpy().astype(np.float64)
+                obs, reward, terminated, truncated, _ = env.step(int(rng.choice(len(probs), p=probs / probs.sum())))
+                done = terminated or truncated
+            out.append(reward >= 1.0)
+    finally:
+        env.close()
+    return out
+
+
+def ppo_run(lr: float, iterations: int = 8) -> tuple[bool, float, list[bool], list[bool]]:
+    """PPO on the train split; held-out successes before and after; the learning criterion."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
+    env_config = {**tool_choice_env_kwargs("train", max_turns=2), "menu": TOOL_MENU, "obs_tokens": 32}
+    config = (
+        PPOConfig()
+        .environment("AWorld/MCP-v0", env_config=env_config)
+        .env_runners(num_env_runners=0, rollout_fragment_length=64)
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=4, lr=lr)
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    try:
+        before = sample_successes(algo.get_module(), 144, seed=1)
+        for _ in range(iterations):
+            algo.train()
+        after = sample_successes(algo.get_module(), 144, seed=2)
+    finally:
+        algo.stop()
+    passed, p = learning_criterion(before, after)
+    return passed, p, before, after
+
+
+def test_rllib_ppo_learns_the_tool_choice_on_held_out_tasks():
+    """PPO trained on the train split solves held-out tasks (other numbers and keys) it never saw, by the
+    pre-registered criterion (one-sided Fisher exact test, p <= 0.01: a policy that did not learn passes with
+    probability at most 1%); the control, the same run with learning rate 0, must not pass it."""
     ray.init(address="local", include_dashboard=False, num_cpus=2, ignore_reinit_error=True)
-    env_config = {**tool_choice_env_kwargs(max_turns=2), "menu": MENU, "obs_tokens": 32}
     try:
         register_all()
-        config = (
-            PPOConfig()
-            .environment("AWorld/MCP-v0", env_config=env_config)
-            .env_runners(num_env_runners=0, rollout_fragment_length=64)
-            .learners(num_learners=0)
-            .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=4, lr=3e-3)
-            .debugging(seed=0)
-        )
-        algo = config.build_algo()
-        means = []
-        try:
-            for _ in range(6):
-                result = algo.train()
-                means.append(result["env_runners"]["episode_return_mean"])
-        finally:
-            algo.stop()
-        print("PPO episode_return_mean per iteration:", [round(m, 3) for m in means])
-        assert all(np.isfinite(means))
-        assert max(means[-2:]) > means[0]  # it improves on a random menu policy
+        passed, p, before, after = ppo_run(lr=3e-3)
+        control, p0, before0, after0 = ppo_run(lr=0.0)
     finally:
         ray.shutdown()
+    print(f"PPO held-out success: {sum(before)}/144 -> {sum(after)}/144 (p={p:.2g}); "
+          f"control {sum(before0)}/144 -> {sum(after0)}/144 (p={p0:.2g})")  # fmt: skip
+    assert passed, (sum(before), sum(after), p)
+    assert not control, (sum(before0), sum(after0), p0)
 
 
 def test_void_episodes_are_marked_and_counted():

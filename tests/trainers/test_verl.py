@@ -31,6 +31,7 @@ from aworld_gym.trainers.verl import POOL, AWorldAgentLoop  # noqa: E402
 
 CALL = '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
 ANSWER = "<answer>12</answer>"
+FIXED = {"ops": ("multiply",), "pairs": ((3, 4),)}  # the tool-choice env's small fixed task set: multiply 3 and 4
 LOGPROB = -0.25
 
 
@@ -83,7 +84,7 @@ def ids(tokenizer, text: str) -> list[int]:
 
 def row(**extra) -> dict:
     return {"raw_prompt": [{"role": "user", "content": "unused"}], "extra_info": {"env_id": "AWorld/MCP-v0",
-            "env_kwargs": tool_choice_env_kwargs(), "task_index": 0, **extra}}  # fmt: skip
+            "env_kwargs": tool_choice_env_kwargs(**FIXED), "task_index": 0, **extra}}  # fmt: skip
 
 
 def run(loop, **kwargs) -> AgentLoopOutput:
@@ -148,7 +149,10 @@ def test_env_from_the_agent_loop_yaml(tokenizer, tmp_path):
     entry = OmegaConf.load(tmp_path / "loops.yaml")[0]
     loop = make_loop(tokenizer, StandInServer([ids(tokenizer, CALL)]), entry=entry)
     assert loop.env_id == "AWorld/MCP-v0" and loop.env_kwargs == {"max_turns": 1}
-    extra = {"env_kwargs": {k: v for k, v in tool_choice_env_kwargs().items() if k != "max_turns"}, "task_index": 0}
+    extra = {
+        "env_kwargs": {k: v for k, v in tool_choice_env_kwargs(**FIXED).items() if k != "max_turns"},
+        "task_index": 0,
+    }
     out = run(loop, raw_prompt=[], extra_info=extra)
     assert out.extra_fields["env_id"] == "AWorld/MCP-v0"
     assert out.extra_fields["termination"] == "turn_limit" and out.num_turns == 2
@@ -172,7 +176,7 @@ def test_a_row_without_an_env_is_a_clear_error(tokenizer):
 def test_dataset_rows_load_in_verls_rlhf_dataset_and_drive_the_loop(tokenizer, tmp_path):
     from aworld_gym.trainers.verl_data import write_verl_dataset
 
-    kwargs = tool_choice_env_kwargs()
+    kwargs = tool_choice_env_kwargs(**FIXED)
     path = write_verl_dataset("AWorld/MCP-v0", tmp_path / "train.parquet", **kwargs)
     data_cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 1024, "return_raw_chat": True,
                                  "filter_overlong_prompts": False, "truncation": "error"})  # fmt: skip
@@ -263,7 +267,7 @@ def test_the_same_trajectory_as_the_drivers_token_mode(tokenizer):
 
     from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
 
-    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs())
+    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs(**FIXED))
     try:
         direct = scripted_episode(env, ChatTokens(tokenizer), [CALL, ANSWER], options={"task_index": 0}, budget=512)
     finally:
