@@ -1,0 +1,68 @@
+"""Every headline figure in README.md is the number its benchmark wrote to benchmarks/results/: a figure changes with
+its JSON or this test fails (the README names the JSON of each row)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.helpers import ROOT
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def headline_rows() -> dict[str, str]:
+    """README's headline table: JSON file named in the row -> the row's text."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Headline figures") : text.index("## Documentation")]
+    rows = {}
+    for line in table.splitlines():
+        m = re.search(r"\(`([\w.]+\.json)`\)", line)
+        if line.startswith("|") and m:
+            rows[m.group(1)] = line
+    return rows
+
+
+def expected() -> dict[str, list[str]]:
+    """What each row must say, formatted from its JSON."""
+    scaling = load("rollout_scaling.json")["whole_command"]
+    steps = [r["ratio_vs_sync_bare"] for r in load("step_overhead.json")["rows"]]
+    sandbox = load("sandbox.json")
+    by_way = {(r["way"], r["code"]): r for r in sandbox["rows"]}
+    browser = next(r for r in load("browser.json")["rows"] if r["mode"] == "shared" and r["envs"] == 8)
+    soak = load("soak.json")
+    grpo = load("grpo_tool_choice.json")
+    control = grpo["control"]
+    return {
+        "rollout_scaling.json": [f"**{scaling['ratio']:.0f}x**", f"{scaling['parallel']['episodes']} episodes",
+                                 f"concurrency {scaling['parallel']['concurrency']}"],
+        "step_overhead.json": [f"{min(steps):.2f}-{max(steps):.2f}x"],
+        "sandbox.json": [f"{by_way[('warm', 'print(1)')]['p50_ms']:.1f} ms median",
+                         f"{sandbox['targets']['warm_exec_per_s_8']['value']:.0f}/s from 8 callers",
+                         f"{by_way[('cold', 'print(1)')]['p50_ms']:.0f} ms cold"],
+        "browser.json": [f"{browser['pss_mb_per_env']:.0f} MB PSS per env", f"at {browser['envs']} envs"],
+        "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
+        "grpo_tool_choice.json": [
+            f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
+            f"p = {grpo['p']:.1g}", f"control {control['held_out_before']} -> {control['held_out_after']}"],
+    }  # fmt: skip
+
+
+def test_every_headline_figure_is_its_jsons_number():
+    rows, want = headline_rows(), expected()
+    assert set(rows) == set(want), "every headline row names its JSON, and every named JSON is checked here"
+    for name, texts in want.items():
+        for text in texts:
+            assert text in rows[name], f"README's {name} row should say {text!r}: {rows[name]}"
+
+
+def test_soak_and_grpo_claims_hold_in_their_json():
+    soak = load("soak.json")
+    assert not soak["lost"] and not soak["doubled"] and not soak["orphans"]
+    assert all(not soak[k].get(f) for k in ("code", "gaia", "mixed") for f in ("lost", "doubled", "orphans"))
+    grpo = load("grpo_tool_choice.json")
+    assert grpo["passed"] and grpo["p"] <= 0.01 and not grpo["control"]["passed"]
