@@ -25,13 +25,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
 import gymnasium as gym  # noqa: E402
 
 import aworld_gym  # noqa: E402, F401
 from aworld_gym.envs.browser.playwright import CHROMIUM_ARGS  # noqa: E402
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS, BrowserReferencePolicy  # noqa: E402
 from aworld_gym.mcp.shared import descendants  # noqa: E402
+from benchmarks.provenance import stamp  # noqa: E402
 
 TASKS = ["click-button", "enter-text", "click-checkboxes", "login-user"]
 TARGETS = {"shared": 100, "own": 220}  # MB PSS per env at 8 envs (issue 19; were 136 and 300)
@@ -139,7 +139,7 @@ def main() -> None:
            "own_over_shared_pss": ratios, "targets": targets,
            "chromium_args": list(CHROMIUM_ARGS)}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(out), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

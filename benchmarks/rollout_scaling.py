@@ -28,9 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
 from aworld_gym.rollout.collect import collect  # noqa: E402
 from aworld_gym.rollout.policies import make_policy  # noqa: E402
+from benchmarks.provenance import stamp  # noqa: E402
 from tests.helpers import http_demo_server, plan_tasks  # noqa: E402
 
 
@@ -158,7 +158,7 @@ def main() -> None:
               "ray_overhead": ray_overhead, "whole_command": cmd, "efficiency_c64_mcp": eff64,
               "targets": targets}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

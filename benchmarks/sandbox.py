@@ -38,9 +38,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
 from aworld_gym.rollout.jobs import is_success  # noqa: E402
 from aworld_gym.sandbox.runner import Sandbox  # noqa: E402
+from benchmarks.provenance import stamp  # noqa: E402
 
 CODES = {"print(1)": "print(1)", "numpy": "import numpy as np\nprint(int(np.arange(1000).sum()))"}
 TARGETS = {"warm_exec_per_s_8": 150.0, "warm_p50_ms_print": 15.0, "warm_p50_ms_numpy": 30.0,
@@ -237,7 +237,7 @@ def main() -> None:
     result = {"benchmark": "sandbox", "cpus": os.cpu_count(), "rows": rows, "soak": soaked, "rollout": rollout,
               "targets": verdicts}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
+from benchmarks.provenance import stamp  # noqa: E402
 from tests import chaos  # noqa: E402
 from tests.chaos_cli import run_mixed  # noqa: E402
 from tests.chaos_gaia import run_gaia  # noqa: E402
@@ -87,7 +87,7 @@ def main() -> None:
         m["policy_errors"] = [e.strip().splitlines()[-1] for e in m["policy_errors"]]
         r["mixed"] = m
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(r, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(r), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -35,6 +35,7 @@ from aworld_gym.mcp.demo_server import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.provenance import stamp  # noqa: E402
 from tests.helpers import child_pids, free_port, http_demo_server  # noqa: E402
 
 ACTION = '<tool_call>\n{"name": "noop", "arguments": {}}\n</tool_call>'
@@ -188,7 +189,7 @@ def main() -> None:
         "rows": rows,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(out), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
