@@ -12,23 +12,49 @@ The workload: "What is A + B?" episodes (unique A, B per episode). Each episode 
   number of server processes and tool calls is exact.
 
 Each framework runs in a subprocess of its own (its venv's Python), so its peak RSS (summed over its process tree,
-sampled with psutil) and the processes it spawns are measured alone. Episodes/s is timed inside the subprocess from the
-first episode to the last (start-up excluded; the whole subprocess wall is reported too); CPU time is the subprocess
-tree's (``wait4``). Levels: concurrency 1, 16, 64 with the latency, plus latency 0 at concurrency 16 (framework overhead
-per episode); N = 4 x concurrency episodes. A level where a peer would run for more than ``--budget-s`` (estimated from
-its previous level) gets fewer episodes, each worker stops at 1.2 x the budget (keeping the episodes finished), and a
-level whose process tree would pass ``--max-rss-gb`` (extrapolated) is skipped; the table says so.
+sampled with psutil) and the processes it spawns are measured alone.
 
-* aworld-gym: ``aworld_gym.rollout.stream.stream`` with ``OpenAIPolicy(tool_mode="native")`` on ``AWorld/MCP-v0``,
-  one stdio server per env, and again with ``"pool": 2`` when the installed ``mcp_config`` parser accepts it.
-* AWorld 0.3.2 (venv under the work folder): a fresh ``Agent`` (``mcp_servers`` + ``mcp_config``) and ``Task`` per
-  episode, ``Runners.run_task``, under a semaphore of the concurrency; a fresh ``AWORLD_MEMORY_ROOT`` per run.
+The clock is the same point for every framework: it starts at the stand-in's first model request of the run (the
+first episode's first model call; each framework's imports and set-up, and its first env or agent with that one's add
+server, come before it) and ends when the framework's run call has returned (``time.monotonic``, one clock for every
+process on Linux). Where each worker's own ``begin`` sits differs (aworld-gym: before ``stream()`` makes its probe env;
+AWorld: before its first ``Agent``; verifiers: before ``run_eval`` loads its taskset), which is why the clock is read at
+the stand-in; the JSON says where each row's clock starts and ends (``clock_start``, ``clock_end``) and keeps the
+worker-side wall too (``worker_wall_s``). CPU time is the subprocess tree's (``wait4``) after the worker's ``begin``.
+Every row records ``os.getloadavg()`` at its start and its end; a row whose 1-min load passes 1.5 at either end is
+marked BUSY (other work shared the CPUs).
+
+Levels: concurrency 1, 16, 64 with the latency, plus latency 0 at concurrency 16 (framework overhead per episode);
+N = 4 x concurrency episodes. ``--budget-s`` (default 1800 s, far above the longest level measured, about 600 s) plans
+fewer episodes for a level only when a peer's previous level says it would take longer (the row says "planned
+(budget)"), and stops a worker at 1.2 x the budget. A stopped row is TRUNCATED in the table: its rate and speedup cells
+say so, and the episodes the stand-in had seen a request for but that had not finished are counted (``in_flight_at_stop``;
+the rate counting them is an upper bound). A level whose process tree would pass ``--max-rss-gb`` (extrapolated) is
+skipped; the table says so.
+
+* aworld-gym, two rows: its DEFAULT config, what a user gets (``aworld_gym.rollout.stream.stream`` with
+  ``OpenAIPolicy(tool_mode="native")`` on ``AWorld/MCP-v0``, one stdio server per env), and the opt-in POOLED config
+  (the same with ``"pool": 2`` in the server entry; only when the installed ``mcp_config`` parser accepts it).
+* AWorld 0.3.2 (venv under the work folder; a fresh ``AWORLD_MEMORY_ROOT`` per run), two rows:
+
+  - "Agent+Task per episode": a fresh ``Agent(mcp_servers=["calc"], mcp_config=...)`` and ``Task`` per episode,
+    ``Runners.run_task(task)``, under a semaphore of the concurrency (the agent makes its own ``Sandbox``, so each
+    episode starts and closes its own add server);
+  - "Runners.run_task(list of C), shared Sandbox": AWorld's own route for many tasks. ``Runners.run_task`` accepts a
+    list (``aworld/runner.py``: ``Union[Task, List[Task]]`` -> ``exec_tasks`` -> ``execute_runner``), and the default
+    ``RunConfig`` (``engine_name`` local, ``reuse_process=True``) runs the list in ``LocalRuntime.execute`` with one
+    ``asyncio.gather`` and no limit of its own, so the tasks go in lists of C, one list after another (each list waits
+    for its slowest episode). The server is shared the way its config allows: one ``Sandbox(mcp_servers=["calc"],
+    mcp_config=..., reuse=True)`` passed to every episode's ``Agent(sandbox=...)`` (``aworld/core/agent/base.py`` takes
+    the servers and config from it; with ``reuse`` its ``McpServers`` caches the connected server instances, so the
+    episodes' tool calls go to one add server). ``sync_run``/``run`` take one input and one agent or swarm, so they are
+    not a route for several tasks.
 * verifiers 0.4.0 (venv under the work folder): ``run_eval`` on a taskset package written into the work folder (its
   tasks' tool server is a stdio MCP server behind verifiers' own stdio bridge, ``HarborMCPToolset``), played by the
   bundled chat program (``null`` harness) in the ``subprocess`` runtime; ``uv`` installed in that venv.
 
     python benchmarks/peers.py [--quick] [--levels 1,16,64,16@0] [--latency 1.0] [--frameworks aworld-gym,aworld,verifiers]
-                               [--budget-s 600] [--max-rss-gb 12] [--no-install] [--out benchmarks/results/peers.json]
+                               [--budget-s 1800] [--max-rss-gb 12] [--no-install] [--out benchmarks/results/peers.json]
     python benchmarks/peers.py --table benchmarks/results/peers.json    # print an earlier run's table again
 
 The venvs are made on first use (``--no-install``: never); a peer that cannot be installed or run is a table row
@@ -179,6 +205,7 @@ class Counts:
     tool_results_ok: int = 0
     tool_results_bad: list[str] = field(default_factory=list)
     paths: dict[str, int] = field(default_factory=dict)
+    first_request_at: float | None = None  # time.monotonic() of the run's first request: where every clock starts
 
 
 class StandIn:
@@ -243,6 +270,8 @@ class StandIn:
 
         body = await request.json()
         c = self.counts
+        if c.first_request_at is None:
+            c.first_request_at = time.monotonic()
         c.requests += 1
         c.paths[request.path] = c.paths.get(request.path, 0) + 1
         if self.latency_s:
@@ -439,7 +468,8 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
         Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     cmd = [runner.python, str(Path(__file__).resolve()), "--worker", runner.worker, str(run_dir / "spec.json")]
     hard_timeout = deadline_s * 1.5 + 300  # the worker stops itself at the deadline; this is the backstop
-    t0 = time.perf_counter()
+    load_start = os.getloadavg()
+    t0 = time.monotonic()
     with (run_dir / "worker.log").open("w") as log:
         proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
@@ -450,7 +480,7 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        now = time.perf_counter()
+        now = time.monotonic()
         if stopped is None and sampler.rss > max_rss:  # the machine is shared: stop before it runs out of memory
             stopped, t_term = f"stopped: its process tree passed {max_rss / 2**30:g} GB", now
             proc.send_signal(signal.SIGTERM)  # the worker writes what it has, then exits
@@ -462,7 +492,8 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
             break
         time.sleep(0.1)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    process_wall = time.perf_counter() - t0
+    process_wall = time.monotonic() - t0
+    load_end = os.getloadavg()
     sampler.stop()
     left = sampler.leftovers()
     _kill(left)
@@ -476,11 +507,23 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
     correct = sum(1 for tid, ans in answers.items() if tid in expected and _number(ans) == expected[tid])
     done = int(result.get("episodes") or 0)
     per_ep = counts.per_episode
+    first = counts.first_request_at
+    wall = result["t_end"] - first if first is not None and result.get("t_end") else None
+    by_key = {f"{t['a']}+{t['b']}": t["id"] for t in tasks}  # the stand-in's episode key -> task id
+    in_flight = sum(1 for key, tid in by_key.items() if key in per_ep and tid not in answers)
     row: dict[str, Any] = {
         "framework": runner.name, "concurrency": concurrency, "latency_s": latency, "episodes_planned": len(tasks),
-        "episodes": done, "correct": correct, "wall_s": result.get("wall_s"),
-        "episodes_per_s": done / result["wall_s"] if done and result.get("wall_s") else 0.0,
-        "process_wall_s": process_wall, "startup_s": result.get("startup_s"),
+        "episodes": done, "correct": correct, "wall_s": wall, "clock_start": CLOCK_START,
+        "clock_end": result.get("clock_end"),
+        "episodes_per_s": done / wall if done and wall else 0.0,
+        # cut short (deadline, memory guard, crash): the rate of the finished episodes is not the framework's rate;
+        # the episodes the stand-in had seen a request for but that did not finish were in flight at the stop
+        "truncated": done < len(tasks), "in_flight_at_stop": in_flight if done < len(tasks) else 0,
+        "episodes_per_s_counting_in_flight": (done + in_flight) / wall if done < len(tasks) and wall else None,
+        "load_start": [round(x, 2) for x in load_start], "load_end": [round(x, 2) for x in load_end],
+        "busy": max(load_start[0], load_end[0]) > BUSY_LOAD,
+        "process_wall_s": process_wall, "startup_s": first - t0 if first is not None else None,
+        "worker_wall_s": result.get("worker_wall_s"), "worker_clock_begin": result.get("clock_begin"),
         "model_requests": counts.requests, "model_requests_expected": 2 * done,
         "episodes_over_2_requests": sum(1 for v in per_ep.values() if v > 2),
         "extra_model_requests": sum(v - 2 for v in per_ep.values() if v > 2),
@@ -505,6 +548,13 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
         why = stopped or ("timed out" if timed_out else f"exit {proc.returncode}")
         row["error"] = f"{why}; " + " | ".join(tail)[-400:]
     return row
+
+
+CLOCK_START = (
+    "the stand-in's first model request of the run (the first episode's first model call: the framework's "
+    "imports and set-up, its first env or agent and that one's add server, are before it)"
+)
+BUSY_LOAD = 1.5  # a row is measured on a busy machine when the 1-min load average passes this at its start or end
 
 
 def _kinds(cmdlines: Any) -> dict[str, int]:
@@ -558,12 +608,20 @@ def main() -> None:
     ap.add_argument("--levels", default=None, help="comma list of C or C@latency (default 1,16,64,16@0)")
     ap.add_argument("--quick", action="store_true", help="concurrency 1 and 4, 2 x C episodes: a fast check")
     ap.add_argument("--frameworks", default="aworld-gym,aworld,verifiers", help="comma list of the peers to run")
-    ap.add_argument("--budget-s", type=float, default=600.0, help="rough seconds one peer may take at one level")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=1800.0,
+        help="seconds one peer may take at one level (fewer episodes planned above it; stopped at 1.2 x)",
+    )
     ap.add_argument("--max-rss-gb", type=float, default=12.0, help="a peer's process tree may not pass this (GB)")
     ap.add_argument("--no-install", action="store_true", help="never create the peers' venvs")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/peers.json"), help="JSON path")
     ap.add_argument("--table", metavar="JSON", default=None, help="only print the table of an earlier run's JSON")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.provenance import stamp  # its load average at the start is taken when it is imported: here
+
     if args.table:
         print(render_table(json.loads(Path(args.table).read_text())["rows"]))
         return
@@ -586,7 +644,7 @@ def main() -> None:
     ]
     base: dict[tuple[str, float], float] = {}
     t_all = time.perf_counter()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_stamp = time.strftime("%Y%m%d-%H%M%S")
     with StandIn(args.latency) as stand_in:
         for li, (conc, lat) in enumerate(levels):
             for runner in runners:
@@ -603,7 +661,8 @@ def main() -> None:
                 prev = next((r for r in reversed(mine) if r["latency_s"] == lat), None)
                 n, reduced = plan_episodes(conc, args.quick, args.budget_s, prev)
                 tasks = tasks_for(n, seed=1 + li * 10 + runners.index(runner))
-                run_dir = WORK / "runs" / stamp / f"{runner.name}-c{conc}-l{lat:g}"
+                slug = re.sub(r"[^A-Za-z0-9]+", "-", runner.name).strip("-")
+                run_dir = WORK / "runs" / run_stamp / f"{slug}-c{conc}-l{lat:g}"
                 print(f"{runner.name}: concurrency {conc}, latency {lat:g} s, {n} episodes ...", flush=True)
                 row = run_level(runner, stand_in, tasks, conc, lat, args.budget_s * 1.2, args.max_rss_gb * 2**30,
                                 run_dir)  # fmt: skip
@@ -616,14 +675,16 @@ def main() -> None:
         seq = base.get((r["framework"], r.get("latency_s")))
         r["speedup"] = r["episodes_per_s"] / seq if seq and r.get("episodes_per_s") else None
     total = time.perf_counter() - t_all
-    print(f"\npeers side by side: {args.latency:g} s per model request, N = 4 x concurrency "
-          f"({platform.machine()}, {os.cpu_count()} CPUs; {total / 60:.1f} min)")  # fmt: skip
+    print(f"\npeers side by side: {args.latency:g} s per model request, N = {2 if args.quick else 4} x concurrency "
+          f"({platform.machine()}, {os.cpu_count()} CPUs; {total / 60:.1f} min); every clock starts at {CLOCK_START}; "
+          f"BUSY: 1-min load over {BUSY_LOAD:g} at a row's start or end")  # fmt: skip
     print(render_table(rows))
     result = {"benchmark": "peers", "latency_s": args.latency, "levels": levels, "quick": args.quick,
               "budget_s": args.budget_s, "max_rss_gb": args.max_rss_gb, "command": " ".join(sys.argv), "cpus": os.cpu_count(), "total_s": total, "versions": versions(runners),
-              "pool_supported": "aworld-gym pool=2" in [r.name for r in runners], "rows": rows}  # fmt: skip
+              "pool_supported": GYM_POOLED in [r.name for r in runners],
+              "clock_start": CLOCK_START, "busy_load": BUSY_LOAD, "rows": rows}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
@@ -632,9 +693,9 @@ def build_runners(wanted: list[str], no_install: bool) -> tuple[list[Runner], di
     runners: list[Runner] = []
     broken: dict[str, str] = {}
     if "aworld-gym" in wanted:
-        runners.append(Runner("aworld-gym", "aworld-gym", sys.executable))
+        runners.append(Runner(GYM_DEFAULT, "aworld-gym", sys.executable))
         if pool_supported():
-            runners.append(Runner("aworld-gym pool=2", "aworld-gym", sys.executable, {"pool": 2}))
+            runners.append(Runner(GYM_POOLED, "aworld-gym", sys.executable, {"pool": 2}))
         else:
             print('aworld-gym: the installed mcp_config parser has no "pool" option: one row only')
     for name in ("aworld", "verifiers"):
@@ -654,8 +715,20 @@ def build_runners(wanted: list[str], no_install: bool) -> tuple[list[Runner], di
         if probe.returncode != 0:
             broken[name] = f"import {name} fails: {probe.stderr.strip().splitlines()[-1][:200]}"
             continue
-        runners.append(Runner(name, name, str(python)))
+        if name == "aworld":
+            runners.append(Runner(AWORLD_PER_EPISODE, name, str(python)))
+            runners.append(Runner(AWORLD_RUNNERS, name, str(python), {"route": "runners"}))
+        else:
+            runners.append(Runner(name, name, str(python)))
     return runners, broken
+
+
+# the table's labels: aworld-gym's default config (what a user gets) and its opt-in pooled config are separate rows,
+# and so are AWorld's two routes
+GYM_DEFAULT = "aworld-gym default (1 server per env)"
+GYM_POOLED = 'aworld-gym opt-in "pool": 2'
+AWORLD_PER_EPISODE = "aworld: Agent+Task per episode"
+AWORLD_RUNNERS = "aworld: Runners.run_task(list of C), shared Sandbox"
 
 
 def pool_supported() -> bool:
@@ -673,7 +746,7 @@ def pool_supported() -> bool:
 def versions(runners: list[Runner]) -> dict[str, str]:
     out = {}
     for r in runners:
-        dist = {"aworld-gym": "aworld-gym", "aworld": "aworld", "verifiers": "verifiers"}[r.worker]
+        dist = r.worker  # the distribution has the worker's name
         code = f"import importlib.metadata as m; print(m.version({dist!r}), m.version('mcp'))"
         p = subprocess.run([r.python, "-c", code], capture_output=True, text=True, cwd=WORK)
         out[r.name] = p.stdout.strip().replace(" ", " (mcp ") + ")" if p.returncode == 0 else "?"
@@ -683,25 +756,38 @@ def versions(runners: list[Runner]) -> dict[str, str]:
 def summary_line(r: dict[str, Any]) -> str:
     if r.get("error") and not r.get("episodes"):
         return f"FAILED: {r['error']}"
-    return (f"{r['episodes']} episodes, {r['episodes_per_s']:.2f} eps/s, correct {r['correct']}/{r['episodes']}, "
+    return (f"{r['episodes']}/{r['episodes_planned']} episodes, {r['episodes_per_s']:.2f} eps/s"
+            f"{' (TRUNCATED)' if r.get('truncated') else ''}, correct {r['correct']}/{r['episodes']}, "
             f"{r['model_requests']} model requests, {r['server_processes']} servers, "
-            f"peak RSS {r['peak_rss_mb']:.0f} MB, wall {r['process_wall_s']:.1f} s")  # fmt: skip
+            f"peak RSS {r['peak_rss_mb']:.0f} MB, wall {r['process_wall_s']:.1f} s, "
+            f"load {_load(r)}{' BUSY' if r.get('busy') else ''}")  # fmt: skip
+
+
+def _load(r: dict[str, Any]) -> str:
+    """The 1-min load average at the row's start and end."""
+    if not r.get("load_start"):
+        return "-"
+    return f"{r['load_start'][0]:.1f}/{r['load_end'][0]:.1f}"
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table; a truncated row's rate and speedup say so in their cells, a busy row in its own."""
     head = ("| framework | C | latency s | episodes | eps/s | speedup | correct | model requests | servers | "
-            "processes seen | peak RSS MB | CPU ms/episode | notes |")  # fmt: skip
-    out = [head, "|" + "---|" * 13]
+            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end | notes |")  # fmt: skip
+    out = [head, "|" + "---|" * 14]
     for r in rows:
         if r.get("error") and not r.get("episodes"):
             out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | 0 | - | - | - | - | - | - | "
-                       f"- | - | not run: {r['error']} |")  # fmt: skip
+                       f"- | - | - | not run: {r['error']} |")  # fmt: skip
             continue
         notes = []
         if r.get("reduced"):
-            notes.append(f"{r['episodes_planned']} episodes (budget), not {4 * r['concurrency']}")
-        if r["episodes"] < r["episodes_planned"]:
-            notes.append(f"{r['episodes_planned'] - r['episodes']} of {r['episodes_planned']} episodes not done")
+            notes.append(f"{r['episodes_planned']} episodes planned (budget), not the level's full N")
+        truncated = r.get("truncated", r["episodes"] < r["episodes_planned"])
+        if truncated:
+            flight = r.get("in_flight_at_stop")
+            notes.append(f"TRUNCATED: {r['episodes_planned'] - r['episodes']} of {r['episodes_planned']} episodes "
+                         f"not done" + (f", {flight} of them in flight at the stop" if flight is not None else ""))  # fmt: skip
         if r.get("episodes_over_2_requests"):  # more than 2 requests for one episode: the framework repeated a call
             extra = r.get("extra_model_requests", r["model_requests"] - r["model_requests_expected"])
             notes.append(f"{extra} extra model requests ({r['episodes_over_2_requests']} episodes over 2, max "
@@ -717,12 +803,18 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         if r.get("leftover_processes"):
             notes.append(f"{r['leftover_processes']} processes left running")
         notes += r.get("notes") or []
+        rate = f"{r['episodes_per_s']:.2f}"
         speed = f"{r['speedup']:.1f}" if r.get("speedup") else "-"
+        if truncated:  # never a bare rate for a cut run: the finished episodes' rate, and with those in flight
+            upper = r.get("episodes_per_s_counting_in_flight")
+            rate += " TRUNCATED" + (f" (<= {upper:.2f} counting in-flight)" if upper else "")
+            speed += " TRUNCATED" if r.get("speedup") else ""
         cpu = f"{r['cpu_ms_per_episode']:.0f}" if r.get("cpu_ms_per_episode") else "-"
+        load = _load(r) + (" BUSY" if r.get("busy") else "")
         out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | {r['episodes']} | "
-                   f"{r['episodes_per_s']:.2f} | {speed} | {r['correct']}/{r['episodes']} | "
+                   f"{rate} | {speed} | {r['correct']}/{r['episodes']} | "
                    f"{r['model_requests']} ({r['model_requests_expected']}) | {r['server_processes']} | "
-                   f"{r['processes_seen']} | {r['peak_rss_mb']:.0f} | {cpu} | {'; '.join(notes)} |")  # fmt: skip
+                   f"{r['processes_seen']} | {r['peak_rss_mb']:.0f} | {cpu} | {load} | {'; '.join(notes)} |")  # fmt: skip
     return "\n".join(out)
 
 
@@ -731,31 +823,37 @@ class Clock:
     """Start-up and episode timing of a worker, and its result file."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec, self.t_start = spec, time.perf_counter()
+        # time.monotonic() is CLOCK_MONOTONIC on Linux, one clock for every process: the driver subtracts the
+        # stand-in's first-request time from this worker's end time
+        self.spec, self.t_start = spec, time.monotonic()
         self.t_first: float | None = None
+        self.t_end: float | None = None  # set by a worker whose run ends before its clean-up (else: at write)
         self.answers: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.notes: list[str] = []
         self.cpu_at_begin = 0.0
         self.deadline = float("inf")
         self.partial: Any = None  # a callable that gathers answers a framework keeps elsewhere (verifiers)
+        self.begin_what = ""  # where this worker calls begin() (its deadline and CPU count start there)
+        self.end_what = ""  # where the episode clock ends
 
     def begin(self) -> None:
         import resource
 
-        self.t_first = time.perf_counter()
+        self.t_first = time.monotonic()
         self.deadline = self.t_first + float(self.spec["deadline_s"])
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu_at_begin = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
     def late(self) -> bool:
-        return time.perf_counter() > self.deadline
+        return time.monotonic() > self.deadline
 
     def write(self, error: str | None = None) -> None:
-        end = time.perf_counter()
+        end = self.t_end or time.monotonic()
         first = self.t_first or end
-        out = {"episodes": len(self.answers), "wall_s": end - first, "startup_s": first - self.t_start,
-               "cpu_at_begin_s": self.cpu_at_begin,
+        out = {"episodes": len(self.answers), "worker_wall_s": end - first, "worker_setup_s": first - self.t_start,
+               "t_begin": first, "t_end": end, "cpu_at_begin_s": self.cpu_at_begin, "clock_begin": self.begin_what,
+               "clock_end": self.end_what,
                "answers": self.answers, "errors": self.errors, "notes": self.notes, "error": error}  # fmt: skip
         Path(self.spec["out"]).write_text(json.dumps(out))
 
@@ -775,6 +873,8 @@ def worker_aworld_gym(spec: dict[str, Any], clock: Clock) -> None:
     policy = OpenAIPolicy(model=spec["model"], base_url=spec["base_url"], api_key="EMPTY", tool_mode="native",
                           max_concurrency=max(64, conc))  # fmt: skip
     env_kwargs = {"mcp_config": {"mcpServers": {"calc": entry}}, "tasks": tasks}
+    clock.begin_what = "before stream() makes its probe env"
+    clock.end_what = "the stream closed: every env and add server closed"
     clock.begin()
     records = stream("AWorld/MCP-v0", policy, episodes=len(tasks), engine=AsyncEngine(concurrency=conc),
                      env_kwargs=env_kwargs)  # fmt: skip
@@ -803,6 +903,30 @@ def worker_aworld(spec: dict[str, Any], clock: Clock) -> None:
     mcp_config = {"mcpServers": {"calc": {"type": "stdio", "command": command, "args": args}}}
     conf = AgentConfig(llm_provider="openai", llm_model_name=spec["model"], llm_base_url=spec["base_url"],
                        llm_api_key="EMPTY", llm_temperature=0.0)  # fmt: skip
+    sandbox = None
+    if spec.get("route") == "runners":  # one Sandbox (reuse=True, its default) shared by every episode's agent
+        from aworld.sandbox import Sandbox
+
+        sandbox = Sandbox(mcp_servers=["calc"], mcp_config=mcp_config, reuse=True)
+
+    def make_task(t: dict[str, Any]) -> Task:
+        if sandbox is not None:
+            agent = Agent(name="adder", conf=conf, system_prompt="Use the add tool to answer.", mcp_servers=["calc"],
+                          sandbox=sandbox)  # fmt: skip
+        else:
+            agent = Agent(name="adder", conf=conf, system_prompt="Use the add tool to answer.",
+                          mcp_servers=["calc"], mcp_config=mcp_config)  # fmt: skip
+        agent.task = t["question"]  # as Runners.run does it
+        swarm = Swarm(agent)
+        return Task(input=t["question"], swarm=swarm, event_driven=swarm.event_driven)
+
+    def record(t: dict[str, Any], resp: Any) -> None:
+        clock.answers[t["id"]] = resp.answer if resp is not None else None
+        if resp is None:
+            clock.errors[t["id"]] = "no response for the task"
+        elif not resp.success:
+            clock.errors[t["id"]] = str(resp.msg)[:300]
+
     sem = asyncio.Semaphore(spec["concurrency"])
 
     async def episode(t: dict[str, Any]) -> None:
@@ -811,24 +935,45 @@ def worker_aworld(spec: dict[str, Any], clock: Clock) -> None:
                 if "stopped at the deadline" not in clock.notes:
                     clock.notes.append("stopped at the deadline")
                 return
-            agent = Agent(name="adder", conf=conf, system_prompt="Use the add tool to answer.",
-                          mcp_servers=["calc"], mcp_config=mcp_config)  # fmt: skip
-            agent.task = t["question"]  # as Runners.run does it
-            swarm = Swarm(agent)
-            task = Task(input=t["question"], swarm=swarm, event_driven=swarm.event_driven)
+            task = make_task(t)
             try:
-                resp = (await Runners.run_task(task)).get(task.id)
-                clock.answers[t["id"]] = resp.answer if resp is not None else None
-                if resp is not None and not resp.success:
-                    clock.errors[t["id"]] = str(resp.msg)[:300]
+                record(t, (await Runners.run_task(task)).get(task.id))
             except Exception as exc:  # noqa: BLE001 - a failed episode is data
                 clock.answers[t["id"]] = None
                 clock.errors[t["id"]] = f"{type(exc).__name__}: {exc}"[:300]
 
+    async def waves() -> None:
+        # Runners.run_task(list) runs the list with asyncio.gather (LocalRuntime, reuse_process=True): no limit of
+        # its own, so lists of C tasks go one after another (each wave waits for its slowest episode)
+        todo, conc = spec["tasks"], spec["concurrency"]
+        for i in range(0, len(todo), conc):
+            if clock.late():
+                clock.notes.append("stopped at the deadline")
+                return
+            batch = todo[i : i + conc]
+            tasks = [make_task(t) for t in batch]
+            try:
+                results = await Runners.run_task(tasks)
+            except Exception as exc:  # noqa: BLE001 - a failed wave is data
+                for t in batch:
+                    clock.answers[t["id"]] = None
+                    clock.errors[t["id"]] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            for t, task in zip(batch, tasks, strict=True):
+                record(t, results.get(task.id))
+
     async def run() -> None:
         clock.begin()
-        await asyncio.gather(*(episode(t) for t in spec["tasks"]))
+        if spec.get("route") == "runners":
+            await waves()
+        else:
+            await asyncio.gather(*(episode(t) for t in spec["tasks"]))
+        clock.t_end = time.monotonic()
 
+    clock.begin_what = "before the first Agent is made" + (" (the shared Sandbox is made before)" if sandbox else "")
+    clock.end_what = "the last Runners.run_task returned" + (
+        " (the shared Sandbox's add server still open)" if sandbox else " (each episode closed its own add server)"
+    )
     asyncio.run(run())
 
 
@@ -853,7 +998,7 @@ def worker_verifiers(spec: dict[str, Any], clock: Clock) -> None:
 
     async def run() -> None:
         job = asyncio.ensure_future(run_eval(config))
-        done, _ = await asyncio.wait({job}, timeout=max(0.0, clock.deadline - time.perf_counter()))
+        done, _ = await asyncio.wait({job}, timeout=max(0.0, clock.deadline - time.monotonic()))
         if not done:  # the episodes finished so far are in its traces.jsonl
             clock.notes.append("stopped at the deadline")
             job.cancel()
@@ -862,8 +1007,11 @@ def worker_verifiers(spec: dict[str, Any], clock: Clock) -> None:
         else:
             job.result()
 
+    clock.begin_what = "before run_eval (it loads the taskset, then runs)"
+    clock.end_what = "run_eval returned (its rollouts, bridges and servers closed)"
     clock.begin()
     asyncio.run(run())
+    clock.t_end = time.monotonic()
     _verifiers_answers(outputs, clock)
 
 
