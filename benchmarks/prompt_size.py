@@ -1,7 +1,9 @@
 """System prompt size with full and compact tool schemas, in characters and in tokens of the tiny offline Qwen3
 tokenizer (trained on local text: a relative figure, not Qwen3's own counts), for the browser env and GAIA.
-BrowserGym's whole action-set description on the same MiniWoB++ tasks was 2,683 characters (measured in the
-issue-19 comparison). Prints a table and writes JSON.
+Next to them, BrowserGym's action-set description (``HighLevelActionSet().describe()``, the action set its
+MiniWoB++ envs map actions with by default), measured now in BrowserGym's venv when ``benchmarks/peers_browser.py``
+made it (``benchmarks/.work/peers_browser/venv``; characters and tokens), else read from the JSON that script wrote
+(``benchmarks/results/peers_browser.json``; characters), else "not measured". Prints a table and writes JSON.
 
     python benchmarks/prompt_size.py
 """
@@ -9,13 +11,30 @@ issue-19 comparison). Prints a table and writes JSON.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-BROWSERGYM_CHARS = 2683
+PEERS_JSON = ROOT / "benchmarks/results/peers_browser.json"
+BROWSERGYM_PYTHON = ROOT / "benchmarks/.work/peers_browser/venv/bin/python"
+
+
+def browsergym_action_set() -> dict[str, Any]:
+    """BrowserGym's action-set description size, measured (never a written-in number)."""
+    if BROWSERGYM_PYTHON.exists():
+        script = str(ROOT / "benchmarks/peers_browser.py")
+        run = subprocess.run([str(BROWSERGYM_PYTHON), script, "--describe-action-set"], capture_output=True, text=True)
+        if run.returncode == 0:
+            return {**json.loads(run.stdout), "source": "measured now in " + str(BROWSERGYM_PYTHON.relative_to(ROOT))}
+    if PEERS_JSON.exists():
+        measured = json.loads(PEERS_JSON.read_text()).get("browsergym_action_set") or {}
+        if measured.get("chars") is not None:
+            return {**measured, "source": str(PEERS_JSON.relative_to(ROOT))}
+    return {"chars": None, "source": "not measured (run benchmarks/peers_browser.py first)"}
 
 
 def main() -> None:
@@ -43,9 +62,16 @@ def main() -> None:
         full = next(x for x in rows if x["env"] == r["env"] and x["tool_format"] == "full")
         print(f"{r['env']:<22} {r['tool_format']:<8} {r['chars']:>6} {r['tokens']:>7}  "
               f"{r['chars'] / full['chars']:.2f}x chars, {r['tokens'] / full['tokens']:.2f}x tokens")  # fmt: skip
-    print(f"BrowserGym's action-set description: {BROWSERGYM_CHARS} chars")
+    bg = browsergym_action_set()
+    text = bg.pop("text", None)
+    bg["tokens"] = None if text is None else len(tok(text)["input_ids"])
+    if bg["chars"] is None:
+        print(f"BrowserGym's action-set description: {bg['source']}")
+    else:
+        tokens = "" if bg["tokens"] is None else f", {bg['tokens']} tokens"
+        print(f"BrowserGym's action-set description ({bg.get('call')}): {bg['chars']} chars{tokens} ({bg['source']})")
     out = ROOT / "benchmarks/results/prompt_size.json"
-    out.write_text(json.dumps({"rows": rows, "browsergym_chars": BROWSERGYM_CHARS}, indent=2) + "\n")
+    out.write_text(json.dumps({"rows": rows, "browsergym_action_set": bg}, indent=2) + "\n")
     print(f"wrote {out}")
 
 
