@@ -33,7 +33,8 @@ def expected() -> dict[str, list[str]]:
     steps = [r["ratio_vs_sync_bare"] for r in load("step_overhead.json")["rows"]]
     sandbox = load("sandbox.json")
     by_way = {(r["way"], r["code"]): r for r in sandbox["rows"]}
-    browser = next(r for r in load("browser.json")["rows"] if r["mode"] == "shared" and r["envs"] == 8)
+    side = {(r["framework"], r["mode"]): r for r in load("peers_browser.json")["rows"]}
+    shared, own, gym = side[("aworld-gym", "shared")], side[("aworld-gym", "own")], side[("browsergym", "own-browser")]
     soak = load("soak.json")
     grpo = load("grpo_tool_choice.json")
     control = grpo["control"]
@@ -44,7 +45,9 @@ def expected() -> dict[str, list[str]]:
         "sandbox.json": [f"{by_way[('warm', 'print(1)')]['p50_ms']:.1f} ms median",
                          f"{sandbox['targets']['warm_exec_per_s_8']['value']:.0f}/s from 8 callers",
                          f"{by_way[('cold', 'print(1)')]['p50_ms']:.0f} ms cold"],
-        "browser.json": [f"{browser['pss_mb_per_env']:.0f} MB PSS per env", f"at {browser['envs']} envs"],
+        "peers_browser.json": [f"{shared['pss_mb_per_env']:.0f} MB PSS per env sharing a browser",
+                               f"{own['pss_mb_per_env']:.0f} MB with one each", f"BrowserGym: {gym['pss_mb_per_env']:.0f}",
+                               f"at {shared['envs']} envs", f"BrowserGym {gym['versions']['browsergym-core']}"],
         "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
         "grpo_tool_choice.json": [
             f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
