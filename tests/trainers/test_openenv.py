@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx2 as httpx
@@ -285,7 +284,7 @@ def idle(address: str) -> list[dict]:
     return asyncio.run(_idle(address))
 
 
-def test_serve_env_cli_rejects_bad_kwargs():
+def test_serve_env_cli_refuses_a_public_host_without_a_token():
     done = subprocess.run([sys.executable, "-m", "aworld_gym.cli", "serve-env", "AWorld/MCP-v0", "--host",
                            "0.0.0.0"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "needs a token" in done.stderr
@@ -300,4 +299,3 @@ def test_http_reset_is_stateless_and_step_points_to_the_websocket():
         step = httpx.post(base + "/step", json={"action": {"text": ANSWER}})
         assert step.status_code == 409 and "/ws" in step.json()["detail"]
         assert server.pool.made == 1 and len(server.pool._free) == 1  # the env went back to the pool
-    time.sleep(0)
