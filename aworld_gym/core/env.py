@@ -74,7 +74,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         render_mode: ``"ansi"`` (``render()`` returns the last turn) or ``"human"`` (prints it).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 0}
+    # render_fps: Gymnasium's checker and its PassiveEnvChecker require > 0 for any render mode; a text turn has
+    # no frame rate, so 1 (what "human" mode would print per second if a viewer paced it).
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
     # Whether observations carry images (``observation_images``, ``info["images"]``): the rollout runner then keeps
     # the model's images as files. Set by envs with screenshot observations (Browser-v0's obs_mode).
     image_observations: bool = False
