@@ -21,8 +21,10 @@ process on Linux). Where each worker's own ``begin`` sits differs (aworld-gym: b
 AWorld: before its first ``Agent``; verifiers: before ``run_eval`` loads its taskset), which is why the clock is read at
 the stand-in; the JSON says where each row's clock starts and ends (``clock_start``, ``clock_end``) and keeps the
 worker-side wall too (``worker_wall_s``). CPU time is the subprocess tree's (``wait4``) after the worker's ``begin``.
-Every row records ``os.getloadavg()`` at its start and its end; a row whose 1-min load passes 1.5 at either end is
-marked BUSY (other work shared the CPUs).
+Every row records ``os.getloadavg()`` at its start and its end (informational: a row's own processes raise the load,
+and the next row starts in the tail of the last one's) and the CPU time that *other* processes used while it ran: the
+machine's busy CPU time (``/proc/stat``) minus the row's own (the worker's process tree, ``wait4``, and this process,
+which runs the stand-in). A row whose other work averaged more than a quarter of one CPU is marked BUSY.
 
 Levels: concurrency 1, 16, 64 with the latency, plus latency 0 at concurrency 16 (framework overhead per episode);
 N = 4 x concurrency episodes. ``--budget-s`` (default 1800 s, far above the longest level measured, about 600 s) plans
@@ -469,6 +471,9 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
     cmd = [runner.python, str(Path(__file__).resolve()), "--worker", runner.worker, str(run_dir / "spec.json")]
     hard_timeout = deadline_s * 1.5 + 300  # the worker stops itself at the deadline; this is the backstop
     load_start = os.getloadavg()
+    from benchmarks.provenance import OtherWork
+
+    other_work = OtherWork()
     t0 = time.monotonic()
     with (run_dir / "worker.log").open("w") as log:
         proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -494,6 +499,7 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
     proc.returncode = os.waitstatus_to_exitcode(status)
     process_wall = time.monotonic() - t0
     load_end = os.getloadavg()
+    other = other_work.stop()
     sampler.stop()
     left = sampler.leftovers()
     _kill(left)
@@ -521,7 +527,7 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
         "truncated": done < len(tasks), "in_flight_at_stop": in_flight if done < len(tasks) else 0,
         "episodes_per_s_counting_in_flight": (done + in_flight) / wall if done < len(tasks) and wall else None,
         "load_start": [round(x, 2) for x in load_start], "load_end": [round(x, 2) for x in load_end],
-        "busy": max(load_start[0], load_end[0]) > BUSY_LOAD,
+        **other,
         "process_wall_s": process_wall, "startup_s": first - t0 if first is not None else None,
         "worker_wall_s": result.get("worker_wall_s"), "worker_clock_begin": result.get("clock_begin"),
         "model_requests": counts.requests, "model_requests_expected": 2 * done,
@@ -554,7 +560,6 @@ CLOCK_START = (
     "the stand-in's first model request of the run (the first episode's first model call: the framework's "
     "imports and set-up, its first env or agent and that one's add server, are before it)"
 )
-BUSY_LOAD = 1.5  # a row is measured on a busy machine when the 1-min load average passes this at its start or end
 
 
 def _kinds(cmdlines: Any) -> dict[str, int]:
@@ -620,7 +625,10 @@ def main() -> None:
     ap.add_argument("--table", metavar="JSON", default=None, help="only print the table of an earlier run's JSON")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from benchmarks.provenance import stamp  # its load average at the start is taken when it is imported: here
+    from benchmarks.provenance import (  # its load average at the start is taken when it is imported: here
+        OtherWork,
+        stamp,
+    )
 
     if args.table:
         print(render_table(json.loads(Path(args.table).read_text())["rows"]))
@@ -677,12 +685,12 @@ def main() -> None:
     total = time.perf_counter() - t_all
     print(f"\npeers side by side: {args.latency:g} s per model request, N = {2 if args.quick else 4} x concurrency "
           f"({platform.machine()}, {os.cpu_count()} CPUs; {total / 60:.1f} min); every clock starts at {CLOCK_START}; "
-          f"BUSY: 1-min load over {BUSY_LOAD:g} at a row's start or end")  # fmt: skip
+          f"BUSY: other processes used over {OtherWork.BUSY_CPUS:g} CPUs during the row")  # fmt: skip
     print(render_table(rows))
     result = {"benchmark": "peers", "latency_s": args.latency, "levels": levels, "quick": args.quick,
               "budget_s": args.budget_s, "max_rss_gb": args.max_rss_gb, "command": " ".join(sys.argv), "cpus": os.cpu_count(), "total_s": total, "versions": versions(runners),
               "pool_supported": GYM_POOLED in [r.name for r in runners],
-              "clock_start": CLOCK_START, "busy_load": BUSY_LOAD, "rows": rows}  # fmt: skip
+              "clock_start": CLOCK_START, "busy_other_cpus": OtherWork.BUSY_CPUS, "rows": rows}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"wrote {args.out}")
@@ -764,16 +772,17 @@ def summary_line(r: dict[str, Any]) -> str:
 
 
 def _load(r: dict[str, Any]) -> str:
-    """The 1-min load average at the row's start and end."""
+    """The 1-min load average at the row's start and end, and the CPUs other processes used during it."""
     if not r.get("load_start"):
         return "-"
-    return f"{r['load_start'][0]:.1f}/{r['load_end'][0]:.1f}"
+    other = f", other {r['other_cpus']:.2f} CPUs" if r.get("other_cpus") is not None else ""
+    return f"{r['load_start'][0]:.1f}/{r['load_end'][0]:.1f}{other}"
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table; a truncated row's rate and speedup say so in their cells, a busy row in its own."""
     head = ("| framework | C | latency s | episodes | eps/s | speedup | correct | model requests | servers | "
-            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end | notes |")  # fmt: skip
+            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end, other CPUs | notes |")  # fmt: skip
     out = [head, "|" + "---|" * 14]
     for r in rows:
         if r.get("error") and not r.get("episodes"):

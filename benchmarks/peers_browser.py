@@ -50,7 +50,6 @@ CHROMIUM = "/usr/bin/chromium"
 TASKS = ["click-button", "click-button-sequence", "click-link", "click-checkboxes", "click-option",
          "click-collapsible", "click-dialog", "click-tab", "click-test", "click-test-2", "choose-list",
          "enter-password", "enter-text", "enter-text-2", "focus-text", "focus-text-2", "login-user"]  # fmt: skip
-BUSY_LOAD = 1.5  # a load average above this: the machine was not quiet
 
 
 def plan(n_envs: int, episodes: int, tasks: list[str]) -> list[list[tuple[str, int]]]:
@@ -135,7 +134,10 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
     run_dir = WORK / f"{framework}-{mode}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.json").write_text(json.dumps({**spec, "mode": mode}))
+    from benchmarks.provenance import OtherWork
+
     row["load_start"] = [round(x, 2) for x in os.getloadavg()]
+    other_work = OtherWork()
     row["browser_procs_machine_before"] = browser_procs()
     stderr = (run_dir / "stderr.log").open("w")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -182,6 +184,7 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
         except psutil.Error:
             continue
     row["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    row.update(other_work.stop())  # the CPU other processes used during the row (busy: over a quarter of a CPU)
     row["browser_procs_machine_after"] = browser_procs()
     row["processes_seen"] = len(seen)
     row["orphans"] = len(orphans)
@@ -204,7 +207,7 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
         "versions": result["versions"],
         "worker_errors": result.get("errors", []),
         "action_errors": sum(len(e.get("action_errors", [])) for e in eps),
-        "quiet_machine": max(row["load_start"][0], row["load_end"][0]) <= BUSY_LOAD,
+        "quiet_machine": not row["busy"],
     })  # fmt: skip
     return row
 
@@ -238,7 +241,7 @@ COLS = [("framework", "framework", 10), ("mode", "mode", 11), ("envs", "envs", 4
         ("episodes_per_s", "eps/s", 6), ("reset_s_p50", "reset p50", 9), ("reset_s_p90", "p90", 6),
         ("step_s_p50", "step p50", 8), ("pss_mb_per_env", "PSS/env MB", 10), ("processes", "procs", 5),
         ("solved", "solved", 6), ("reward_agree_with_browsergym", "agree", 6), ("orphans", "orphans", 7),
-        ("load_start", "load start", 10), ("load_end", "load end", 8)]  # fmt: skip
+        ("load_start", "load start", 10), ("load_end", "load end", 8), ("other_cpus", "other CPUs", 10)]  # fmt: skip
 
 
 def print_table(out: dict[str, Any]) -> None:
@@ -257,7 +260,7 @@ def print_table(out: dict[str, Any]) -> None:
         print(
             f"BrowserGym's action-set description (HighLevelActionSet({a['subsets']}).describe()): {a['chars']} chars"
         )
-    print(f"machine quiet (load average <= {BUSY_LOAD} at every row's start and end): {out['machine']['quiet']}")
+    print(f"machine quiet (other processes under a quarter of a CPU during every row): {out['machine']['quiet']}")
 
 
 def describe_action_set(python: str) -> dict[str, Any]:
@@ -293,6 +296,9 @@ def main() -> None:
     unknown = set(args.tasks) - set(TASKS)
     if unknown:
         raise SystemExit(f"no scripted solution for {sorted(unknown)}; pick from {TASKS}")
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.provenance import stamp  # its load average at the start is taken when it is imported: here
+
     html = miniwob_html()
     spec = {"envs": args.envs, "plan": plan(args.envs, args.episodes, args.tasks), "miniwob_html": str(html),
             "chromium": CHROMIUM}  # fmt: skip
@@ -310,12 +316,11 @@ def main() -> None:
             rows.append(run_row("aworld-gym", name, sys.executable, spec))
         print(f"done: {rows[-1]['framework']} {rows[-1]['mode']}", flush=True)
     agreement(rows)
-    loads = [x for r in rows for k in ("load_start", "load_end") for x in r.get(k, [])[:1]]
+    busy = [f"{r['framework']} {r['mode']} ({r['other_cpus']:.2f} CPUs)" for r in rows if r.get("busy")]
     out = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quiet": max(loads, default=0) <= BUSY_LOAD,
-                    "note": "" if max(loads, default=0) <= BUSY_LOAD else
-                    f"NOT a quiet machine: a 1-minute load average reached {max(loads)} (> {BUSY_LOAD}) during the run "
-                    f"(the benchmark's own browsers count in it; before the first row it was {loads[0]}); "
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quiet": not busy,
+                    "note": "" if not busy else
+                    f"NOT a quiet machine: other processes used over a quarter of a CPU during {', '.join(busy)}; "
                     "rerun on a quiet machine before quoting throughput or latency"},
         "settings": {"envs": args.envs, "episodes": args.episodes, "tasks": args.tasks, "chromium": CHROMIUM,
                      "browsergym": "its defaults: pre_observation_delay 0.5 s, a 500 ms timeout per action, 5 s per page load; "
@@ -325,7 +330,7 @@ def main() -> None:
         "rows": rows,
     }  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(stamp(out), indent=1) + "\n")
     print_table(out)
     print(f"wrote {args.out}")
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import resource
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +37,40 @@ def stamp(result: dict[str, Any]) -> dict[str, Any]:
         "quiet": _START[0] <= QUIET_LOAD,
     }
     return result
+
+
+class OtherWork:
+    """The CPU that processes *other* than the benchmark's used while it measured: the machine's busy CPU time
+    (``/proc/stat``) minus this process's and its waited-for children's (the benchmark's workers and what they
+    started). The load average cannot tell: a row's own processes raise it, and a row starts in the last one's tail.
+
+    ``OtherWork()`` at a row's start, :meth:`stop` after its worker was waited for.
+    """
+
+    BUSY_CPUS = 0.25  # other processes averaged more than a quarter of one CPU: the row shared the machine
+
+    def __init__(self) -> None:
+        self.t0, self.busy0, self.own0 = time.monotonic(), _machine_busy_s(), _own_cpu_s()
+
+    def stop(self) -> dict[str, Any]:
+        wall = max(time.monotonic() - self.t0, 1e-9)
+        other = max(0.0, _machine_busy_s() - self.busy0 - (_own_cpu_s() - self.own0))
+        return {"other_cpu_s": round(other, 2), "other_cpus": round(other / wall, 3),
+                "busy": other / wall > self.BUSY_CPUS}  # fmt: skip
+
+
+def _machine_busy_s() -> float:
+    """Seconds of CPU the whole machine has spent busy since boot (every CPU; idle and iowait left out)."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of the children it has waited for."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        use = resource.getrusage(who)
+        total += use.ru_utime + use.ru_stime
+    return total
