@@ -1,7 +1,8 @@
 """What every benchmark JSON says about where its numbers come from: the commit (and whether the tree had changes),
-when, the machine, and the load average when the benchmark started and ended (``quiet``: the 1-minute load at the
-start at most 1.5; the end's includes the benchmark's own work), so a figure can be traced to the code that measured
-it and a busy machine shows."""
+when, the machine, the load average when the benchmark started and ended (informational: the benchmark's own work
+raises it), and the CPU that *other* processes used while it ran (``other_cpus``, see :class:`OtherWork`):
+``quiet`` when that stayed under a quarter of one CPU. So a figure can be traced to the code that measured it and a
+busy machine shows."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-QUIET_LOAD = 1.5
 _START = os.getloadavg()  # imported at a benchmark's start
 
 
@@ -27,6 +27,7 @@ def _git(*args: str) -> str:
 def stamp(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with a ``provenance`` entry (see the module's docstring)."""
     end = os.getloadavg()
+    other = _RUN.stop()
     result["provenance"] = {
         "git": _git("rev-parse", "--short", "HEAD"),
         "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
@@ -34,7 +35,9 @@ def stamp(result: dict[str, Any]) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
         "load_avg_start": list(_START),
         "load_avg_end": list(end),
-        "quiet": _START[0] <= QUIET_LOAD,
+        "other_cpu_s": other["other_cpu_s"],
+        "other_cpus": other["other_cpus"],
+        "quiet": not other["busy"],
     }
     return result
 
@@ -74,3 +77,6 @@ def _own_cpu_s() -> float:
         use = resource.getrusage(who)
         total += use.ru_utime + use.ru_stime
     return total
+
+
+_RUN = OtherWork()  # the whole benchmark: from its import of this module to stamp()
