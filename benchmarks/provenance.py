@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import resource
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,40 +43,89 @@ def stamp(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class OtherWork:
-    """The CPU that processes *other* than the benchmark's used while it measured: the machine's busy CPU time
-    (``/proc/stat``) minus this process's and its waited-for children's (the benchmark's workers and what they
-    started). The load average cannot tell: a row's own processes raise it, and a row starts in the last one's tail.
+    """The CPU that processes *other* than the benchmark's used while it measured, read directly: every second a
+    thread reads every process's CPU time from ``/proc``; a process is the benchmark's own when it descends from
+    this process (once seen so, always: a browser its parent left behind stays ours); what the others gained
+    between the first and the last time they were seen is the other work. (A process that starts and ends between
+    two reads is missed.) The load average cannot tell: a row's own processes raise it, and a row starts in the last
+    one's tail; nor can the machine's busy time minus our own, since a descendant that outlives its parent is never
+    waited for by us.
 
-    ``OtherWork()`` at a row's start, :meth:`stop` after its worker was waited for.
+    ``OtherWork()`` at a row's start, :meth:`stop` at its end.
     """
 
     BUSY_CPUS = 0.25  # other processes averaged more than a quarter of one CPU: the row shared the machine
 
-    def __init__(self) -> None:
-        self.t0, self.busy0, self.own0 = time.monotonic(), _machine_busy_s(), _own_cpu_s()
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.t0 = time.monotonic()
+        self._ours: set[tuple[int, int]] = set()
+        self._first: dict[tuple[int, int], float] = {}
+        self._last: dict[tuple[int, int], float] = {}
+        self._lock = threading.Lock()
+        self._scan(at_start=True)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(interval_s,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval_s: float) -> None:
+        while not self._done.wait(interval_s):
+            self._scan()
+
+    def _scan(self, at_start: bool = False) -> None:
+        procs = _processes()
+        children: dict[int, list[tuple[int, int]]] = {}
+        for key, (ppid, _) in procs.items():
+            children.setdefault(ppid, []).append(key)
+        with self._lock:
+            todo = [key for key in procs if key[0] == os.getpid() or key in self._ours]
+            while todo:
+                key = todo.pop()
+                self._ours.add(key)
+                todo.extend(k for k in children.get(key[0], []) if k not in self._ours)
+            for key, (_, cpu) in procs.items():
+                if key not in self._first:
+                    self._first[key] = cpu if at_start else 0.0  # started since: all of its CPU is in the window
+                self._last[key] = cpu
 
     def stop(self) -> dict[str, Any]:
+        self._done.set()
+        self._thread.join()
+        self._scan()
         wall = max(time.monotonic() - self.t0, 1e-9)
-        other = max(0.0, _machine_busy_s() - self.busy0 - (_own_cpu_s() - self.own0))
+        with self._lock:
+            gains = {k: self._last[k] - self._first[k] for k in self._last if k not in self._ours}
+        other = sum(max(0.0, g) for g in gains.values())
+        top = sorted(gains.items(), key=lambda kv: -kv[1])[:3]
         return {"other_cpu_s": round(other, 2), "other_cpus": round(other / wall, 3),
+                "other_top": [f"{_name(pid)} ({pid}): {g:.1f} s" for (pid, _), g in top if g >= 0.5],
                 "busy": other / wall > self.BUSY_CPUS}  # fmt: skip
 
 
-def _machine_busy_s() -> float:
-    """Seconds of CPU the whole machine has spent busy since boot (every CPU; idle and iowait left out)."""
-    with open("/proc/stat") as f:
-        fields = [float(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _own_cpu_s() -> float:
-    """CPU seconds of this process and of the children it has waited for."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        use = resource.getrusage(who)
-        total += use.ru_utime + use.ru_stime
-    return total
+def _processes() -> dict[tuple[int, int], tuple[int, float]]:
+    """(pid, start time) -> (parent pid, CPU seconds) of every process, from ``/proc/<pid>/stat``."""
+    out: dict[tuple[int, int], tuple[int, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) ": state ppid ... utime stime ... start
+        out[(int(entry.name), int(fields[19]))] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+    return out
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "gone"
 
 
 _RUN = OtherWork()  # the whole benchmark: from its import of this module to stamp()
