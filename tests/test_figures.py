@@ -47,7 +47,9 @@ def expected() -> dict[str, list[str]]:
                          f"{by_way[('cold', 'print(1)')]['p50_ms']:.0f} ms cold"],
         "peers_browser.json": [f"{shared['pss_mb_per_env']:.0f} MB PSS per env sharing a browser",
                                f"{own['pss_mb_per_env']:.0f} MB with one each", f"BrowserGym: {gym['pss_mb_per_env']:.0f}",
-                               f"at {shared['envs']} envs", f"BrowserGym {gym['versions']['browsergym-core']}"],
+                               f"at {shared['envs']} envs", f"BrowserGym {gym['versions']['browsergym-core']}",
+                               f"Episodes/s: {shared['episodes_per_s']:.2f} shared, {own['episodes_per_s']:.2f} own; "
+                               f"BrowserGym {gym['episodes_per_s']:.2f}"],
         "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
         "grpo_tool_choice.json": [
             f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
@@ -69,3 +71,10 @@ def test_soak_and_grpo_claims_hold_in_their_json():
     assert all(not soak[k].get(f) for k in ("code", "gaia", "mixed") for f in ("lost", "doubled", "orphans"))
     grpo = load("grpo_tool_choice.json")
     assert grpo["passed"] and grpo["p"] <= 0.01 and not grpo["control"]["passed"]
+
+
+def test_side_by_side_runs_say_they_were_quiet():
+    """README calls the browser-peers run quiet: no row shared the CPUs with other work (``other_cpus``)."""
+    side = load("peers_browser.json")
+    assert side["provenance"]["quiet"] and side["machine"]["quiet"]
+    assert all(not r["busy"] for r in side["rows"])
