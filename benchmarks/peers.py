@@ -27,7 +27,7 @@ machine's busy CPU time (``/proc/stat``) minus the row's own (the worker's proce
 which runs the stand-in). A row whose other work averaged more than a quarter of one CPU is marked BUSY.
 
 Levels: concurrency 1, 16, 64 with the latency, plus latency 0 at concurrency 16 (framework overhead per episode);
-N = 4 x concurrency episodes. ``--budget-s`` (default 1800 s, far above the longest level measured, about 600 s) plans
+N = 4 x concurrency episodes. ``--budget-s`` (default 1800 s, far above the longest level measured, about 285 s) plans
 fewer episodes for a level only when a peer's previous level says it would take longer (the row says "planned
 (budget)"), and stops a worker at 1.2 x the budget. A stopped row is TRUNCATED in the table: its rate and speedup cells
 say so, and the episodes the stand-in had seen a request for but that had not finished are counted (``in_flight_at_stop``;

@@ -9,6 +9,8 @@ import re
 from tests.helpers import ROOT
 
 RESULTS = ROOT / "benchmarks" / "results"
+GYM_DEFAULT, GYM_POOLED = "aworld-gym default (1 server per env)", 'aworld-gym opt-in "pool": 2'
+AWORLD_EACH, AWORLD_LIST = "aworld: Agent+Task per episode", "aworld: Runners.run_task(list of C), shared Sandbox"
 
 
 def load(name: str) -> dict:
@@ -35,6 +37,9 @@ def expected() -> dict[str, list[str]]:
     by_way = {(r["way"], r["code"]): r for r in sandbox["rows"]}
     side = {(r["framework"], r["mode"]): r for r in load("peers_browser.json")["rows"]}
     shared, own, gym = side[("aworld-gym", "shared")], side[("aworld-gym", "own")], side[("browsergym", "own-browser")]
+    peers = {(r["framework"], r["concurrency"], r["latency_s"]): r for r in load("peers.json")["rows"]}
+    gym_default, gym_pool = peers[(GYM_DEFAULT, 64, 1.0)], peers[(GYM_POOLED, 64, 1.0)]
+    aworld_each, aworld_list = peers[(AWORLD_EACH, 64, 1.0)], peers[(AWORLD_LIST, 64, 1.0)]
     soak = load("soak.json")
     grpo = load("grpo_tool_choice.json")
     control = grpo["control"]
@@ -50,6 +55,12 @@ def expected() -> dict[str, list[str]]:
                                f"at {shared['envs']} envs", f"BrowserGym {gym['versions']['browsergym-core']}",
                                f"Episodes/s: {shared['episodes_per_s']:.2f} shared, {own['episodes_per_s']:.2f} own; "
                                f"BrowserGym {gym['episodes_per_s']:.2f}"],
+        "peers.json": [f"aworld-gym {gym_default['episodes_per_s']:.1f} episodes/s by default",
+                       f"{gym_pool['episodes_per_s']:.1f} with `\"pool\": 2`",
+                       f"AWorld 0.3.2: {aworld_each['episodes_per_s']:.1f} (an agent per episode), "
+                       f"{aworld_list['episodes_per_s']:.1f} (`Runners.run_task` over lists)",
+                       f"verifiers 0.4.0: {peers[('verifiers', 16, 1.0)]['episodes_per_s']:.2f} at concurrency 16",
+                       f"{gym_default['episodes_planned']} episodes at concurrency 64"],
         "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
         "grpo_tool_choice.json": [
             f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
@@ -74,7 +85,11 @@ def test_soak_and_grpo_claims_hold_in_their_json():
 
 
 def test_side_by_side_runs_say_they_were_quiet():
-    """README calls the browser-peers run quiet: no row shared the CPUs with other work (``other_cpus``)."""
+    """README calls the peers runs quiet: no row shared the CPUs with other work (``other_cpus``), none was cut."""
     side = load("peers_browser.json")
     assert side["provenance"]["quiet"] and side["machine"]["quiet"]
     assert all(not r["busy"] for r in side["rows"])
+    peers = load("peers.json")
+    assert peers["provenance"]["quiet"] and not peers["quick"]
+    ran = [r for r in peers["rows"] if r.get("episodes")]
+    assert all(not r["busy"] and not r["truncated"] and r["correct"] == r["episodes"] for r in ran)
