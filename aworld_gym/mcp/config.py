@@ -12,7 +12,7 @@
 ``servers={"name": obj}``; a zero-argument callable that returns such an object (a server factory) works
 everywhere an object does, and survives ``gym.make``'s deep copy of its kwargs. ``reset_tool`` (our extension) names a tool the env calls at every reset; it is
 hidden from the agent. ``pool`` (ours, stdio servers) lets the envs of one process share a few processes of a
-server that keeps no per-client state.
+server that keeps no per-client state. ``auth`` (HTTP servers) is OAuth 2.1: see :mod:`aworld_gym.mcp.auth`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", 
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
                "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
-               "tool_prefix", "allow_tools"}  # fmt: skip
+               "tool_prefix", "allow_tools", "auth"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class ServerSpec:
         type: transport.
         command, args, env, cwd: how to launch a stdio server.
         url, headers: where to reach an HTTP (``streamable-http`` or ``sse``) server.
+        auth: OAuth for an HTTP server (:class:`~aworld_gym.mcp.auth.AuthConfig`, from the entry's ``"auth"``
+            object), or an ``httpx2.Auth`` (or a factory of one) given by a Python caller.
         timeout: per-call timeout in seconds for this server's tools (``None``: the hub's default).
         sse_read_timeout: how long an SSE stream may stay silent.
         server: an in-process server object.
@@ -63,10 +65,10 @@ class ServerSpec:
     type: Transport
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # repr=False: secrets live here
     cwd: str | None = None
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout: float | None = None
     sse_read_timeout: float | None = None
     server: Any = None
@@ -76,6 +78,7 @@ class ServerSpec:
     socket: str | None = None
     tool_prefix: str | None = None
     allow_tools: tuple[str, ...] | None = None
+    auth: Any = field(default=None, repr=False)  # OAuth (aworld_gym.mcp.auth): holds secrets, no repr
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -157,6 +160,9 @@ def _spec(name: str, entry: Any) -> ServerSpec:
     if kind not in _TYPES:
         raise ConfigError(f"mcpServers[{name!r}]: type {kind!r} is not one of stdio, sse, streamable-http")
     kind = _TYPES[kind]
+    if entry.get("auth") is not None and kind not in ("sse", "streamable-http"):
+        raise ConfigError(f"mcpServers[{name!r}]: 'auth' (OAuth) is for HTTP servers (sse, streamable-http); a {kind} "
+                          "server gets credentials through its 'env'")  # fmt: skip
     timeout = _positive(name, "timeout", entry.get("timeout"))
     common: dict[str, Any] = {
         "name": name,
@@ -200,7 +206,23 @@ def _spec(name: str, entry: Any) -> ServerSpec:
     socket = entry.get("socket")
     if socket is not None and (not isinstance(socket, str) or kind != "streamable-http"):
         raise ConfigError(f"mcpServers[{name!r}]: 'socket' (a Unix socket path) is for streamable-http servers")
-    return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, socket=socket, **common)
+    return ServerSpec(url=url, headers={str(k): str(v) for k, v in headers.items()}, socket=socket,
+                      auth=_auth(name, kind, entry, headers), **common)  # fmt: skip
+
+
+def _auth(name: str, kind: str, entry: Mapping[str, Any], headers: Mapping[str, Any]) -> Any:
+    """The entry's ``"auth"`` (OAuth), checked; ``None`` when absent."""
+    value = entry.get("auth")
+    if value is None:
+        return None
+    if entry.get("socket") is not None:
+        raise ConfigError(f"mcpServers[{name!r}]: 'auth' and 'socket' do not go together (a Unix socket's file "
+                          "permissions are its authentication)")  # fmt: skip
+    if any(str(k).lower() == "authorization" for k in headers):
+        raise ConfigError(f"mcpServers[{name!r}]: give 'auth' (OAuth) or an 'Authorization' header, not both")
+    from aworld_gym.mcp.auth import parse_auth
+
+    return parse_auth(name, kind, value)
 
 
 def _pool(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:

@@ -64,7 +64,20 @@ class Connection:
         import httpx2
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
+        from aworld_gym.mcp.auth import connection_auth
+
+        self._refusal, self._auth_failed = None, False
+
+        def auth_failed(error: Exception) -> None:  # its own error names the step; an earlier 401 would only confuse
+            self._refusal, self._auth_failed = None, True
+
+        auth = connection_auth(spec, auth_failed)  # OAuth (None without "auth"): one provider per loop and identity
+
+        def http_client(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+            http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+            http.event_hooks.setdefault("response", []).append(self._note_refusal)
+            return http
+
         if spec.type == "sse":
             from mcp.client.sse import sse_client
 
@@ -73,26 +86,41 @@ class Connection:
                 headers=dict(spec.headers) or None,
                 timeout=spec.timeout or 30.0,
                 sse_read_timeout=spec.sse_read_timeout or 300.0,
+                httpx_client_factory=http_client,
+                auth=auth,
             ), []
         from mcp.client.streamable_http import streamable_http_client
 
+        timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
         if spec.socket:  # a local server on a Unix socket (its file permissions are the authentication)
             http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=spec.socket),
                                       headers=dict(spec.headers) or None, timeout=timeout)  # fmt: skip
+            http.event_hooks.setdefault("response", []).append(self._note_refusal)
         else:
-            http = create_mcp_http_client(headers=dict(spec.headers) or None, timeout=timeout)
-        http.event_hooks.setdefault("response", []).append(self._note_refusal)
+            http = http_client(headers=dict(spec.headers) or None, timeout=timeout, auth=auth)
         return streamable_http_client(spec.url or "", http_client=http), [http]
 
     async def _note_refusal(self, response: Any) -> None:
-        """Keep the last 4xx/5xx status and body start: the SDK reports them as "Server returned an error
-        response", which would hide a 401 (a wrong token) from the user."""
-        if response.status_code >= 400:
-            try:
-                body = (await response.aread()).decode("utf-8", "replace")[:200].strip()
-            except Exception:  # noqa: BLE001 - a body we cannot read: the status says enough
-                body = ""
-            self._refusal = f"HTTP {response.status_code}" + (f": {body}" if body else "")
+        """Keep the last 4xx/5xx status and body start of the server's answers: the SDK reports them as "Server
+        returned an error response", which would hide a 401 (a wrong token) from the user. A later 2xx clears it
+        (it was recovered from, e.g. the 401 before OAuth); a failed authorization's own error wins over both. A 401
+        that asks for a Bearer token of a server without "auth" says how to configure it."""
+        if getattr(self, "_auth_failed", False):
+            return
+        status = response.status_code
+        if status < 400:
+            if status < 300:
+                self._refusal = None
+            return
+        try:
+            body = (await response.aread()).decode("utf-8", "replace")[:200].strip()
+        except Exception:  # noqa: BLE001 - a body we cannot read: the status says enough
+            body = ""
+        note = f"HTTP {status}" + (f": {body}" if body else "")
+        challenge = response.headers.get("www-authenticate", "").lower()
+        if status == 401 and self.spec.auth is None and challenge.startswith("bearer"):
+            note += '; the server asks for OAuth: add an "auth" object to its mcp_config entry (docs/env-mcp.md)'
+        self._refusal = note
 
     async def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Connect and list the server's tools; raise :class:`ServerError` with the reason on failure."""

@@ -28,7 +28,7 @@ class MakeEnv:
     process that made it, so an id registered there (``aworld_gym.register``) also exists in a Ray worker."""
 
     env_id: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=dict, repr=False)  # mcp_config may hold secrets
     spec: Any = None
 
     @classmethod
@@ -46,7 +46,12 @@ class MakeEnv:
 
         if self.spec is not None and self.env_id not in gym.registry:
             gym.register(**{k: getattr(self.spec, k) for k in _SPEC_FIELDS})
-        return gym.make(self.env_id, **dict(self.kwargs))
+        try:
+            return gym.make(self.env_id, **dict(self.kwargs))
+        except TypeError as exc:  # gymnasium's message repeats every kwarg: keep mcp_config's secrets out of records
+            from aworld_gym.mcp.auth import redact
+
+            raise TypeError(redact(str(exc), self.kwargs.get("mcp_config"))) from None
 
 
 _SPEC_FIELDS = ("id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps", "order_enforce",
