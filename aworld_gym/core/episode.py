@@ -20,11 +20,12 @@ message history) is derived from it; recorders and trainer adapters read it inst
 
 from __future__ import annotations
 
-import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aworld_gym.base.images import data_url
 from aworld_gym.core.trajectory import Termination
 
 if TYPE_CHECKING:
@@ -46,8 +47,9 @@ class TaskState:
         note: text shown after the last tool response (e.g. the page as it is now); the tool result itself is
             not changed.
         info: reported as ``info["task_state"]``.
-        images: PNG images of the observation (a screenshot of the page): the step's messages get them as image
-            parts of a user message after the tool results, ``info["images"]`` holds the bytes.
+        images: images of the observation (a PNG screenshot of the page): the step's messages get them as image
+            parts of a user message after the tool results (after the tools' own images), ``info["images"]`` holds
+            the bytes.
         step_info: keys added to the step's ``info`` (e.g. the page's element boxes).
     """
 
@@ -62,16 +64,23 @@ class TaskState:
 
 IMAGE_CAPTION = "The page as it looks now:"
 
+# A step's images with their captions: [(caption, [image bytes, ...]), ...], in the order the message shows them.
+ImageSections = Sequence[tuple[str, Sequence[bytes]]]
 
-def image_content(text: str, images: list[bytes]) -> str | list[dict[str, Any]]:
-    """A message's ``content``: the text alone, or OpenAI content parts (the text, then each PNG as a data URI)."""
-    if not images:
-        return text
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    for png in images:
-        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        parts.append({"type": "image_url", "image_url": {"url": url}})
+
+def image_parts(sections: ImageSections) -> list[dict[str, Any]]:
+    """OpenAI content parts: each section's caption as a text part, then its images as ``data:`` URLs (the MIME type
+    read from the bytes: PNG, JPEG, GIF or WebP)."""
+    parts: list[dict[str, Any]] = []
+    for caption, images in sections:
+        parts.append({"type": "text", "text": caption})
+        parts += [{"type": "image_url", "image_url": {"url": data_url(image)}} for image in images]
     return parts
+
+
+def image_content(text: str, images: Sequence[bytes]) -> str | list[dict[str, Any]]:
+    """A message's ``content``: the text alone, or OpenAI content parts (the text, then each image as a data URL)."""
+    return image_parts([(text, images)]) if images else text
 
 
 def require_text(messages: list[dict[str, Any]], who: str) -> None:
@@ -79,9 +88,10 @@ def require_text(messages: list[dict[str, Any]], who: str) -> None:
     for m in messages:
         if not isinstance(m.get("content"), str | None):
             raise ValueError(
-                f"{who} takes text messages, and this history holds image parts (an env in a screenshot "
-                "observation mode, e.g. Browser-v0's obs_mode='screenshot'): use obs_mode='text', or a policy "
-                "that sends images (OpenAIPolicy to a vision model)"
+                f"{who} takes text messages, and this history holds image parts: an env in a screenshot "
+                "observation mode (Browser-v0's obs_mode='screenshot': use obs_mode='text') or a tool that "
+                "returned an image (MCP envs show tool images by default: pass tool_images=False to keep them "
+                "text placeholders); or use a policy that sends images (OpenAIPolicy to a vision model)"
             )
 
 
@@ -145,12 +155,12 @@ def decide_ending(facts: StepFacts) -> Ending:
 
 def turn_messages(
     parsed: ParsedAction, results: list[ToolResult], tool_texts: list[str], feedback: str | None,
-    images: list[bytes] | None = None,
+    images: ImageSections = (),
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The chat messages one turn adds: the assistant's message (with its tool calls), one tool message per result
-    (``tool_texts``: what the model is shown of each), the observation's images as a user message (a tool message
-    holds text only in the OpenAI format), and the env's feedback as a user message (format errors, a missing
-    tool call), if any."""
+    (``tool_texts``: what the model is shown of each), the step's images (``images``: the tools' own, then the
+    observation's) as one user message (a tool message holds text only in the OpenAI format), and the env's
+    feedback as a user message (format errors, a missing tool call), if any."""
     msg: dict[str, Any] = {"role": "assistant", "content": parsed.content if results else parsed.text}
     if results:
         msg["tool_calls"] = [
@@ -167,7 +177,7 @@ def turn_messages(
         for r, text in zip(results, tool_texts, strict=True)
     ]
     if images:
-        out.append({"role": "user", "content": image_content(IMAGE_CAPTION, images)})
+        out.append({"role": "user", "content": image_parts(images)})
     if feedback:
         out.append({"role": "user", "content": feedback})
     return out

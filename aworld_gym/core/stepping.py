@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from aworld_gym.core.actions import ParsedAction
-from aworld_gym.core.episode import StepFacts, TaskState, decide_ending, turn_messages
+from aworld_gym.core.episode import IMAGE_CAPTION, StepFacts, TaskState, decide_ending, turn_messages
 from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
 from aworld_gym.core.rewards import EpisodeContext, Scores, StepContext
 from aworld_gym.core.token_cut import cut_tokens
@@ -34,7 +34,8 @@ def conclude_step(
     errors = list(parsed.errors)
     infra = [r.error for r in results if r.error in (TIMEOUT, SERVER_DIED)]
     task_done = bool(state is not None and state.done and results)
-    images = list(state.images) if state is not None and crash is None and results else []
+    sections = step_images(results, state) if crash is None and results else []
+    images = [image for _, shown in sections for image in shown]
     texts = [cut_tokens(r.text, self.tokenizer, self.max_tool_output_tokens) for r in results]
     if state is not None and state.note and texts:
         texts[-1] += "\n" + state.note
@@ -86,7 +87,7 @@ def conclude_step(
         "answer": parsed.answer,
         "score": score,
     }
-    messages = turn_messages(parsed, results, texts, feedback, images)
+    messages = turn_messages(parsed, results, texts, feedback, sections)
     self.observation_images = images
     if images:
         info["images"] = images
@@ -96,6 +97,19 @@ def conclude_step(
         info["task_state"] = state.info
         info.update(state.step_info)
     return ctx, obs, info, messages
+
+
+def step_images(results: list[ToolResult], state: TaskState | None) -> list[tuple[str, list[bytes]]]:
+    """The step's images with their captions: each tool result's own (within the hub's ``tool_images`` limits),
+    then the observation's (a screenshot of the page)."""
+    sections = [
+        (f"The image{'s' if len(r.images) > 1 else ''} returned by {r.call.name} (call {r.call.id}):",
+         [image.data for image in r.images])
+        for r in results if r.images
+    ]  # fmt: skip
+    if state is not None and state.images:
+        sections.append((IMAGE_CAPTION, list(state.images)))
+    return sections
 
 
 def episode_context(self: MCPEnv, ctx: StepContext) -> EpisodeContext:

@@ -16,6 +16,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.images import ImageLimits, ToolImage
 from aworld_gym.mcp.namespace import RoutedTool
 from aworld_gym.mcp.results import (
     SERVER_DIED,
@@ -24,7 +25,7 @@ from aworld_gym.mcp.results import (
     ToolResult,
     describe_error,
     readable,
-    render_content,
+    render_result,
     truncate,
 )
 from aworld_gym.mcp.watchdog import Watchdog
@@ -39,8 +40,11 @@ async def send(
     watchdog: Watchdog,
     max_output_chars: int,
     start: float,
+    images: ImageLimits | None = None,
 ) -> ToolResult:
     """Send ``call`` to ``tool``'s live session and return its result; never raises except for cancellation.
+
+    ``images``: which of the result's images the model is shown (``None``: none, placeholders only).
 
     A transport that is really gone marks the connection dead (the hub restarts it at the next call); one failed
     request on a live session fails only this call, since the session may be shared by many envs.
@@ -84,14 +88,16 @@ async def send(
     finally:
         watchdog.remove(key)
         deadline.expired()  # a cancellation that fired as the call ended must not linger on the task
+    text, shown = render_result(result, images)
     return make_result(
         call,
         tool,
-        render_content(result),
+        text,
         TOOL_ERROR if result.is_error else None,
         start,
         max_output_chars,
         structured=getattr(result, "structured_content", None),
+        images=tuple(shown),
     )
 
 
@@ -160,6 +166,7 @@ def make_result(
     start: float,
     max_output_chars: int,
     structured: Any = None,
+    images: tuple[ToolImage, ...] = (),
 ) -> ToolResult:
     """A result routed to ``tool``'s server, its text cut to ``max_output_chars``, timed from ``start``."""
     text, cut = truncate(text, max_output_chars)
@@ -171,4 +178,5 @@ def make_result(
         latency_s=time.perf_counter() - start,
         truncated=cut,
         structured=None if cut else structured,  # a cut result keeps no uncut copy
+        images=images,
     )

@@ -24,8 +24,9 @@ from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.images import ImageLimits, image_limits
 from aworld_gym.mcp.loop import HubLoop
-from aworld_gym.mcp.namespace import RoutedTool, build_tools
+from aworld_gym.mcp.namespace import RoutedTool, build_tools, openai_tools
 from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.results import (
     BAD_ARGUMENTS,
@@ -37,6 +38,7 @@ from aworld_gym.mcp.results import (
     TOOL_ERROR,
     UNKNOWN_TOOL,
     ToolResult,
+    cap_images,
     render_content,
     truncate,
 )
@@ -106,6 +108,7 @@ class ToolHub:
             using them is refused as an unknown argument (e.g. a ``filename`` that would write a file).
         sequential: run a turn's calls one after another, in the order given, instead of concurrently (one
             stateful page: type, type, click). Also settable as the attribute of the same name.
+        tool_images: images of tool results shown as images: ``True``, ``False`` or limits (``mcp.images``).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class ToolHub:
         guard: Guard | None = None,
         hidden_arguments: Mapping[str, Iterable[str]] | None = None,
         sequential: bool = False,
+        tool_images: bool | Mapping[str, Any] | ImageLimits = True,
     ) -> None:
         if call_timeout <= 0:
             raise ConfigError("call_timeout must be a positive number of seconds")
@@ -140,6 +144,7 @@ class ToolHub:
         self.guard = guard
         self.sequential = sequential  # run a turn's calls one after another (a single stateful page)
         self.hidden_arguments = {k: frozenset(v) for k, v in (hidden_arguments or {}).items()}
+        self.images = image_limits(tool_images)
         self.session_id = uuid.uuid4().hex
         self.episode = 0
         self.files: tuple[str, ...] = ()
@@ -162,10 +167,7 @@ class ToolHub:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The agent's tools as OpenAI tool schemas (``{"type": "function", "function": {...}}``)."""
-        return [
-            {"type": "function", "function": {"name": t.exposed, "description": t.description, "parameters": t.schema}}
-            for t in self._tools.values()
-        ]
+        return openai_tools(self._tools.values())
 
     @property
     def tool_names(self) -> list[str]:
@@ -318,9 +320,9 @@ class ToolHub:
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
             await self._astart()
-        if len(calls) == 1 or self.sequential:
-            return [await self._call_one(c) for c in calls]  # no extra task for the common case
-        return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
+        if len(calls) > 1 and not self.sequential:  # cap_images: the step's image limits, in call order
+            return cap_images(list(await asyncio.gather(*(self._call_one(c) for c in calls))), self.images)
+        return cap_images([await self._call_one(c) for c in calls], self.images)  # no extra task for the common case
 
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout
@@ -368,6 +370,7 @@ class ToolHub:
             watchdog=self._watchdog,
             max_output_chars=self.max_output_chars,
             start=start,
+            images=self.images,
         )
 
     async def _call_internal(self, name: str, arguments: dict[str, Any]) -> Any:

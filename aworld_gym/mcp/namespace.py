@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,10 @@ from typing import Any
 from aworld_gym.mcp.connection import Connection
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
+# Keys of a schema's top level that say where the schema comes from, not what to send (Node servers add them).
+_SCHEMA_NOISE = ("$schema", "$id")
+logger = logging.getLogger(__name__)
+_reported_task_only: set[tuple[str, str]] = set()  # (server, tool) already logged as hidden
 
 
 @dataclass
@@ -21,7 +26,8 @@ class RoutedTool:
         exposed: the name the agent uses (``server__tool`` when two servers have the tool).
         name: the tool's name on its server.
         conn: the connection to that server.
-        schema: the JSON schema the agent sees (hidden arguments removed).
+        schema: the JSON schema calls are checked against (hidden arguments removed); the agent reads
+            :attr:`shown`.
         description: the tool's description.
         validator: the schema check, built at the first call (``False``: the schema is left to the server).
     """
@@ -32,6 +38,27 @@ class RoutedTool:
     schema: dict[str, Any]
     description: str
     validator: Any = field(default=None, repr=False)
+
+    @property
+    def shown(self) -> dict[str, Any]:
+        """The schema as the model reads it: ``schema`` without ``$schema`` and ``$id``."""
+        if not any(k in self.schema for k in _SCHEMA_NOISE):
+            return self.schema
+        return {k: v for k, v in self.schema.items() if k not in _SCHEMA_NOISE}
+
+
+def openai_tools(tools: Iterable[RoutedTool]) -> list[dict[str, Any]]:
+    """``tools`` as OpenAI tool schemas (``{"type": "function", "function": {...}}``), as the model reads them."""
+    return [
+        {"type": "function", "function": {"name": t.exposed, "description": t.description, "parameters": t.shown}}
+        for t in tools
+    ]
+
+
+def task_only(tool: Any) -> bool:
+    """Whether a tool can only be called as an MCP task (``execution.taskSupport == "required"``): a plain call
+    always fails, and the env does not run tasks, so the agent is not shown it."""
+    return getattr(getattr(tool, "execution", None), "task_support", None) == "required"
 
 
 def build_tools(
@@ -44,7 +71,8 @@ def build_tools(
     """The agent's tools by exposed name, from the tools the connections listed.
 
     A tool name that two servers share is exposed as ``server__tool`` (for both); a server with a ``tool_prefix``
-    exposes each tool as ``prefix__tool``; a server's ``reset_tool`` is never exposed.
+    exposes each tool as ``prefix__tool``; a server's ``reset_tool`` is never exposed, nor a tool that runs only
+    as an MCP task (:func:`task_only`; logged once per process and tool).
 
     Args:
         conns: the started connections, in config order.
@@ -60,11 +88,15 @@ def build_tools(
     counts: dict[str, int] = {}
     for conn in conns:
         for tool in conn.tools:
-            counts[base(conn, tool.name)] = counts.get(base(conn, tool.name), 0) + 1
+            if not task_only(tool):
+                counts[base(conn, tool.name)] = counts.get(base(conn, tool.name), 0) + 1
     hidden = {c.spec.reset_tool for c in conns if c.spec.reset_tool}
     tools: dict[str, RoutedTool] = {}
     for conn in conns:
         for tool in conn.tools:
+            if task_only(tool):
+                _report_task_only(conn.spec.name, tool.name)
+                continue
             qualified = _NAME_RE.sub("_", f"{conn.spec.name}__{tool.name}")[:64]
             exposed = qualified if counts[base(conn, tool.name)] > 1 else base(conn, tool.name)
             # a prefixed server's tools are matched by their exposed names only ("read_file" is not "aworld__read_file")
@@ -94,3 +126,9 @@ def _allowed(names: Iterable[str], allow: Sequence[str] | None, deny: Sequence[s
     if allow is not None and not match(allow):
         return False
     return not match(deny)
+
+
+def _report_task_only(server: str, tool: str) -> None:
+    if (server, tool) not in _reported_task_only:
+        _reported_task_only.add((server, tool))
+        logger.info("tool %r of server %r is hidden: it runs only as an MCP task, which envs do not use", tool, server)

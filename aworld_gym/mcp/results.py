@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from aworld_gym.base.calls import ToolCall
+from aworld_gym.mcp.images import ImageLimits, ToolImage, encoded_size, over_step_limit, read_image
 
 # Error kinds of a ToolResult (``None`` when the call succeeded).
 UNKNOWN_TOOL = "unknown_tool"
@@ -32,6 +34,8 @@ class ToolResult:
         latency_s: wall time of the call, checks included.
         truncated: whether ``text`` was cut.
         structured: the MCP ``structuredContent`` of the result, when the server sent one.
+        images: its images that the model is shown (image parts after the tool messages; see
+            :mod:`aworld_gym.mcp.images`); ``text`` has a line standing for each.
     """
 
     call: ToolCall
@@ -41,6 +45,7 @@ class ToolResult:
     latency_s: float = 0.0
     truncated: bool = False
     structured: Any = None
+    images: tuple[ToolImage, ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -70,6 +75,8 @@ class ToolResult:
         }
         if self.structured is not None and not _echoes(self.structured, self.text):
             out["structured"] = self.structured
+        if self.images:
+            out["images"] = [image.record() for image in self.images]
         return out
 
 
@@ -122,22 +129,67 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
 
 
 def render_content(result: Any) -> str:
-    """Render an MCP ``CallToolResult`` as text for the model."""
+    """Render an MCP ``CallToolResult`` as text for the model (images as placeholders)."""
+    return render_result(result, None)[0]
+
+
+def render_result(result: Any, limits: ImageLimits | None) -> tuple[str, list[ToolImage]]:
+    """An MCP ``CallToolResult`` as the model's text and the images it is shown (within ``limits``; ``None``:
+    text only). Audio and non-image blobs stay placeholders with their type and size."""
     parts: list[str] = []
+    images: list[ToolImage] = []
     for block in result.content or []:
         kind = getattr(block, "type", None)
+        image = None
         if kind == "text":
-            parts.append(block.text)
+            line = block.text
         elif kind in ("image", "audio"):
-            size = len(getattr(block, "data", "") or "") * 3 // 4
-            parts.append(f"[{kind}: {getattr(block, 'mime_type', None) or 'unknown type'}, about {size} bytes]")
+            mime, data = getattr(block, "mime_type", None), getattr(block, "data", "") or ""
+            if kind == "image":
+                line, image = read_image("image", mime, data, limits)
+            else:
+                line = f"[audio: {mime or 'unknown type'}, about {encoded_size(data)} bytes]"
         elif kind == "resource":
-            res = block.resource
-            parts.append(getattr(res, "text", None) or f"[resource {res.uri}]")
+            line, image = _resource(block.resource, limits)
         elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}]")
+            line = f"[resource link {block.uri}]"
         else:
-            parts.append(str(block))
+            line = str(block)
+        parts.append(line)
+        images += [image] if image is not None else []
     if not parts and getattr(result, "structured_content", None) is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)
+    return "\n".join(parts), images
+
+
+def _resource(res: Any, limits: ImageLimits | None) -> tuple[str, ToolImage | None]:
+    """An embedded resource: its text, an image (a blob of an ``image/*`` type), or a placeholder (other blobs)."""
+    blob, mime = getattr(res, "blob", None), getattr(res, "mime_type", None)
+    if blob is None:
+        return getattr(res, "text", None) or f"[resource {res.uri}]", None
+    if (mime or "").startswith("image/"):
+        return read_image(f"image resource {res.uri}", mime, blob, limits)
+    return f"[resource {res.uri}: {mime or 'unknown type'}, about {encoded_size(blob)} bytes]", None
+
+
+def cap_images(results: Sequence[ToolResult], limits: ImageLimits) -> list[ToolResult]:
+    """One step's results with the images past the step's limits dropped (in call order), each one's line in the
+    text replaced by a note saying why; results without images are returned as they are."""
+    out: list[ToolResult] = []
+    count = total = 0
+    for r in results:
+        if not r.images:
+            out.append(r)
+            continue
+        kept: list[ToolImage] = []
+        text = r.text
+        for image in r.images:
+            why = over_step_limit(image, count, total, limits)
+            if why is None:
+                kept.append(image)
+                count, total = count + 1, total + len(image.data)
+                continue
+            note = image.line[:-1] + f", not shown: {why}]"
+            text = text.replace(image.line, note, 1) if image.line in text else f"{text}\n{note}"
+        out.append(r if len(kept) == len(r.images) else replace(r, text=text, images=tuple(kept)))
+    return out

@@ -9,7 +9,6 @@ browser renders lazily: the list page by page, a transcript only when its episod
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import random
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aworld_gym.base.images import data_url
 from aworld_gym.report.stats import RunStats, compare, task_field
 from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
@@ -50,7 +50,7 @@ class Images:
             self.linked += 1
             return p.resolve().as_uri()
         self.left -= len(data)
-        return "data:image/png;base64," + base64.b64encode(data).decode()
+        return data_url(data)
 
 
 def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[str, Any]:

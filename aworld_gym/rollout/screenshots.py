@@ -1,4 +1,4 @@
-"""Screenshots of an episode: a PNG per step for envs that render ``rgb_array`` or show the model images."""
+"""Screenshots of an episode: an image per step for envs that render ``rgb_array`` or show the model images."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aworld_gym.base.images import image_extension
+
 if TYPE_CHECKING:
     from aworld_gym.core.trajectory import Trajectory
 
 
 class Screenshots:
-    """Writes an episode's frames as PNG files and names them in its record (a failed frame is noted, not raised)."""
+    """Writes an episode's frames as image files and names them in its record (a failed frame is noted, not raised)."""
 
     def __init__(self, folder: Path, traj: Trajectory) -> None:
         self.folder = folder / traj.episode_id
@@ -24,12 +26,13 @@ class Screenshots:
         return cls(Path(folder), traj)
 
     def save(self, turn: int, frame: Any) -> None:
-        """Write ``frame`` (an RGB array, or PNG bytes: an observation image as the model saw it)."""
+        """Write ``frame`` (an RGB array as a PNG, or image bytes as they are: an observation image as the model saw
+        it, named by its format)."""
         from PIL import Image
 
         if frame is None:
             return
-        path = self.folder / f"{turn:03d}.png"
+        path = self.folder / f"{turn:03d}.{image_extension(frame) if isinstance(frame, bytes) else 'png'}"
         if not isinstance(frame, BaseException):
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
@@ -52,13 +55,14 @@ class Screenshots:
 
 
 def image_observations(env: Any) -> bool:
-    """Whether the env shows the model images (its observation then has PNGs in ``observation_images``)."""
+    """Whether the env shows the model screenshots (its observation's images are in ``observation_images``, the
+    page's screenshot last, after any images of the step's tool results)."""
     return bool(getattr(env, "image_observations", False))
 
 
 def render_sync(env: Any) -> Any:
     if image_observations(env):
-        return next(iter(getattr(env, "observation_images", None) or []), None)  # none: the step ended the task
+        return next(reversed(getattr(env, "observation_images", None) or []), None)  # none: the step ended the task
     try:
         return env.render()
     except Exception as exc:  # noqa: BLE001 - a missing frame must not end the episode
