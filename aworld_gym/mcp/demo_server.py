@@ -15,6 +15,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from aworld_gym import __version__
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
 
@@ -27,7 +28,7 @@ def session_key(ctx: Context) -> tuple[str, int]:
 
 def build_server(name: str = "demo") -> MCPServer:
     """A fresh demo server object."""
-    server = MCPServer(name, log_level="WARNING")
+    server = MCPServer(name, version=__version__, log_level="WARNING")
     counters: dict[tuple[str, int], int] = {}
 
     @server.tool()
