@@ -34,9 +34,17 @@ def http_config(url: str, name: str = "demo") -> dict:
 @contextlib.contextmanager
 def http_demo_server(transport: str = "streamable-http") -> Iterator[str]:
     """Run the demo server over streamable HTTP (or SSE) on 127.0.0.1; yields its URL."""
+    args = ["-m", "aworld_gym.mcp.demo_server", "--transport", transport]
+    with http_server(args, "sse" if transport == "sse" else "mcp") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def http_server(args: list[str], path: str = "mcp") -> Iterator[str]:
+    """Run ``python <args> --port N`` (an HTTP MCP server on 127.0.0.1); yields ``http://127.0.0.1:N/<path>``."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aworld_gym.mcp.demo_server", "--transport", transport, "--port", str(port)],
+        [sys.executable, *args, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -48,8 +56,8 @@ def http_demo_server(transport: str = "streamable-http") -> Iterator[str]:
                 break
             time.sleep(0.1)
         else:
-            raise RuntimeError("demo HTTP server did not start")
-        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+            raise RuntimeError(f"the HTTP server {args} did not start")
+        yield f"http://127.0.0.1:{port}/{path}"
     finally:
         proc.terminate()
         try:

@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 
+from aworld_gym import __version__
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
 from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable
@@ -118,7 +119,7 @@ def build_server(
     workspaces = workspaces or Workspaces()
     limiter = anyio.CapacityLimiter(max_concurrent or max(4, 2 * (os.cpu_count() or 1)))
     roots = tuple(Path(r).resolve() for r in file_roots)
-    server = MCPServer(name, log_level="WARNING")
+    server = MCPServer(name, version=__version__, log_level="WARNING")
     server.sandbox = sandbox  # type: ignore[attr-defined]
     server.workspaces = workspaces  # type: ignore[attr-defined]
 

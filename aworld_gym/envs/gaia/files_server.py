@@ -22,6 +22,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 
+from aworld_gym import __version__
 from aworld_gym.envs.gaia import media
 from aworld_gym.envs.gaia.media import Endpoint, how_to
 from aworld_gym.envs.gaia.readers import LABELS, detect_kind, read_path, truncate
@@ -85,7 +86,7 @@ def build_server(
     vision, audio = Endpoint.of("vision", vision_model), Endpoint.of("audio", audio_model)
     real_roots = [Path(os.path.realpath(r)) for r in roots]
     limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 1))
-    server = MCPServer(name, log_level="WARNING")
+    server = MCPServer(name, version=__version__, log_level="WARNING")
 
     def access(ctx: Context) -> Access:
         files = dict(ctx.request_context.meta or {}).get(f"{META_PREFIX}files") or []

@@ -14,6 +14,7 @@ import os
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from aworld_gym import __version__
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.envs.gaia.search_http import PROVIDERS, HTTPSearchBackend, Provider
 from aworld_gym.envs.gaia.search_local import LocalBM25Backend, make_snippet, tokenize
@@ -73,7 +74,7 @@ def build_server(backend: SearchBackend, max_chars: int = 20_000) -> MCPServer:
         backend: where results and pages come from.
         max_chars: ``fetch_url`` output is cut to this many characters.
     """
-    server = MCPServer("search", log_level="WARNING")
+    server = MCPServer("search", version=__version__, log_level="WARNING")
 
     @server.tool()
     def web_search(query: str, max_results: int = 5) -> str:
