@@ -109,15 +109,56 @@ def test_client_id_metadata_document_instead_of_registration(fresh):
     assert [(t["grant"], t["method"]) for t in s["token"]] == [("authorization_code", "none")]
 
 
-@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post", "none", "private_key_jwt"])
 def test_pre_registered_client(fresh, monkeypatch, method):
-    fresh.configure(dcr=False, clients={"pre": {"secret": SECRET, "method": method}})
+    private, public = _ec_key_pair()
+    fresh.configure(
+        dcr=False, expires_in=3, clients={"pre": {"secret": SECRET, "method": method, "public_key": public}}
+    )
     monkeypatch.setenv("NOTES_SECRET", SECRET)
-    auth = {"client_id": "pre", "client_secret": {"env": "NOTES_SECRET"}, "token_endpoint_auth_method": method,
-            "issuer": fresh.issuer}  # fmt: skip
-    assert _echo(fresh.config(auth)) == "hi"
+    auth = {"client_id": "pre", "issuer": fresh.issuer}
+    if method == "private_key_jwt":  # with the authorization code too (the SDK signs client credentials only)
+        auth.update(private_key=private, signing_algorithm="ES256")
+    elif method != "none":
+        auth.update(client_secret={"env": "NOTES_SECRET"}, token_endpoint_auth_method=method)
+    with ToolHub(fresh.config(auth), call_timeout=20) as hub:
+        assert hub.call([ToolCall("echo", {"text": "a"})])[0].text == "a"
+        time.sleep(3)  # the refresh authenticates the same way
+        assert hub.call([ToolCall("echo", {"text": "b"})])[0].text == "b"
     s = fresh.stats()
-    assert s["register"] == [] and [(t["grant"], t["method"]) for t in s["token"]] == [("authorization_code", method)]
+    assert s["register"] == [] and s["bad_token"] == 0
+    assert [(t["grant"], t["method"]) for t in s["token"]][:2] == [
+        ("authorization_code", method),
+        ("refresh_token", method),
+    ]
+
+
+def browser_stand_in(authorization_url: str) -> str:
+    """A consent handler, as a browser automation would be: it follows the login to the redirect with the code."""
+    response = httpx2.get(authorization_url, follow_redirects=False)
+    return response.headers["location"]
+
+
+async def async_browser_stand_in(authorization_url: str) -> str:
+    async with httpx2.AsyncClient() as client:
+        return (await client.get(authorization_url)).headers["location"]
+
+
+def refusing_person(authorization_url: str) -> str:
+    return authorization_url.split("?")[0].replace("/as/authorize", "/cb") + "?error=access_denied&error_description=no"
+
+
+@pytest.mark.parametrize("handler", ["browser_stand_in", "async_browser_stand_in"])
+def test_consent_handler_from_config(fresh, handler):
+    assert _echo(fresh.config({"consent": f"tests.mcp.test_auth:{handler}"})) == "hi"
+    assert len(fresh.stats()["authorize"]) == 1
+
+
+def test_consent_handler_refusal_and_bad_handler_are_clear_errors(fresh):
+    text, _ = _reset_error(fresh.config({"consent": "tests.mcp.test_auth:refusing_person"}))
+    assert "authorization request (consent)" in text and "refused: access_denied (no)" in text
+    text, _ = _reset_error(fresh.config({"consent": "tests.mcp.test_auth:no_such_handler"}))
+    assert "cannot load the consent handler" in text
 
 
 def _ec_key_pair() -> tuple[str, str]:
