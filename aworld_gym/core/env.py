@@ -12,7 +12,6 @@ reset: :meth:`prepare_episode`, the servers learn of the episode, :meth:`abegin_
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
@@ -20,17 +19,19 @@ from typing import Any, ClassVar, SupportsFloat
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
-from aworld_gym.core.actions import ActionParser, ParsedAction, action_text, get_parser, parse_action
-from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState, image_content
+from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
+from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.opening import parse_turn, start_episode
 from aworld_gym.core.prompts import TOOL_FORMATS, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
 from aworld_gym.core.scoring import contains_match, exact_match
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
-from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
+from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task
 from aworld_gym.core.token_cut import load_tokenizer
+from aworld_gym.mcp.capabilities import parse_capabilities
 from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
@@ -56,6 +57,13 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         guard: ``guard(tool, arguments) -> None | reason`` sees every agent call and may refuse it (``refused``).
         hidden_arguments: ``{tool: [argument, ...]}`` removed from the agent's schemas (a call using them is refused).
         sequential_calls: run a turn's tool calls one after another, in order (one stateful page), not concurrently.
+        elicitation: how a server's request for input during a tool call is answered: ``"decline"`` (the default:
+            the call's result becomes an error the model sees), ``"accept_defaults"`` (the form's defaults) or
+            ``fn(message, requested_schema) -> dict | None`` (``None`` declines): :mod:`aworld_gym.mcp.capabilities`.
+        sampling: a server's request for a model completion: refused (``None``, the default), or sent to an
+            OpenAI-compatible endpoint ``{"base_url", "model", "api_key"?}`` or to ``fn(messages, options)``.
+        roots: folders or ``file://`` URIs listed to servers that ask for roots (``"{work}"``: :meth:`work_folders`);
+            ``None``: the roots capability is not declared. A server entry's own three keys win over these.
         tool_timeout: default per-call timeout in seconds (a server's own ``timeout`` wins).
         max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
@@ -97,6 +105,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         guard: Guard | None = None,
         hidden_arguments: Mapping[str, Iterable[str]] | None = None,
         sequential_calls: bool = False,
+        elicitation: str | Callable[..., Any] = "decline",
+        sampling: Mapping[str, Any] | Callable[..., Any] | None = None,
+        roots: Sequence[str | Path] | None = None,
         tool_timeout: float = 60.0,
         max_turns: int | None = None,
         max_episode_chars: int | None = None,
@@ -133,6 +144,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 if "tools" in servers:
                     raise ConfigError("tools= makes the in-process server 'tools': rename your server of that name")
                 servers["tools"] = function_server(list(tools))
+            caps = parse_capabilities(
+                elicitation, sampling, roots, work_folders=self.work_folders(), where=type(self).__name__
+            )
             self.hub = ToolHub(
                 self._holdings.resolve(mcp_config),
                 servers=servers,
@@ -145,6 +159,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 guard=guard,
                 hidden_arguments=hidden_arguments,
                 sequential=sequential_calls,
+                capabilities=caps,
             )
             self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
             self.observation_space = UnicodeText(max_observation_chars)
@@ -181,7 +196,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.hub.begin_episode(files=self.task_files(task))
         if self._overrides("abegin_task"):
             self.hub.run_sync(self.abegin_task(task))
-        return self._start_episode(task)
+        return start_episode(self, task)
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -194,10 +209,10 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         await self.abegin_task(task)
-        return self._start_episode(task)
+        return start_episode(self, task)
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        parsed = self._parse(action)
+        parsed = parse_turn(self, action)
         results: list[ToolResult] = []
         crash: str | None = None
         state: TaskState | None = None
@@ -221,7 +236,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
 
     async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """Async :meth:`step` (scoring, which may run tests, happens in a worker thread)."""
-        parsed = self._parse(action)
+        parsed = parse_turn(self, action)
         results: list[ToolResult] = []
         crash: str | None = None
         state: TaskState | None = None
@@ -311,6 +326,11 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         """Attachment paths handed to the tool servers (in each call's ``_meta``)."""
         return task.files
 
+    def work_folders(self) -> Sequence[str | Path]:
+        """The folders ``"{work}"`` in ``roots`` stands for (GAIA-v0: its data folder); none by default. Called once,
+        in ``__init__``."""
+        return ()
+
     def release(self) -> None:
         """Called once when the env closes, after its sessions are closed (release what the env made itself)."""
 
@@ -357,35 +377,6 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         if self._closed:
             raise ResetNeeded("this environment is closed; create a new one")
         return pick_task(self.tasks, options, self.np_random)
-
-    def _start_episode(self, task: Task) -> tuple[str, dict[str, Any]]:
-        self.task, self.turn, self._done = task, 0, False
-        self.turns, self.episode_reward, self.episode_components = [], 0.0, {}
-        obs = self._bound(self.render_prompt(task))
-        self._chars = len(obs)
-        system = self.system_prompt
-        self.observation_images = list(self.prompt_images(task))
-        self._head = [{"role": "system", "content": system},
-                      {"role": "user", "content": image_content(obs, self.observation_images)}]  # fmt: skip
-        info = {"task_id": task.id, "tools": self.tools, "system_prompt": system,
-                "files": list(self.task_files(task)), "turn": 0}  # fmt: skip
-        if self.observation_images:
-            info["images"] = self.observation_images
-        info.update(self.reset_info(task))
-        info["task_meta"] = task_meta(task.metadata, info)
-        return obs, info
-
-    def _parse(self, action: Any) -> ParsedAction:
-        if self.task is None or self._done:
-            raise ResetNeeded("call reset() before step(): the episode has not started or is over")
-        self.turn += 1
-        self._step_started = time.perf_counter()
-        try:
-            return parse_action(self.parser, action)  # a string, or an Action (its own tool calls win)
-        except Exception as exc:
-            if self.strict:
-                raise
-            return ParsedAction(text=action_text(action), errors=[f"the action parser failed: {exc!r}"])
 
     def _score_answer(self, parsed: ParsedAction) -> float | None:
         assert self.task is not None

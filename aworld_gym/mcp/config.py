@@ -31,7 +31,7 @@ _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", 
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
                "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
-               "tool_prefix", "allow_tools", "auth"}  # fmt: skip
+               "tool_prefix", "allow_tools", "elicitation", "sampling", "roots", "auth"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class ServerSpec:
         tool_prefix: (ours) every tool of this server is exposed as ``<prefix>__<tool>`` (e.g. a remote gateway's
             tools beside the env's own, which keep their names).
         allow_tools: (ours) glob patterns of this server's own tool names that are exposed (``None``: all).
+        capabilities: (ours) this server's own ``elicitation`` / ``sampling`` / ``roots`` settings, which win over
+            the env's (checked when the hub is made; see :mod:`aworld_gym.mcp.capabilities`).
     """
 
     name: str
@@ -78,6 +80,7 @@ class ServerSpec:
     socket: str | None = None
     tool_prefix: str | None = None
     allow_tools: tuple[str, ...] | None = None
+    capabilities: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold an API key: no repr
     auth: Any = field(default=None, repr=False)  # OAuth (aworld_gym.mcp.auth): holds secrets, no repr
 
 
@@ -174,6 +177,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "pool": _pool(name, kind, entry),
         "tool_prefix": _prefix(name, entry.get("tool_prefix")),
         "allow_tools": _patterns(name, entry.get("allow_tools")),
+        "capabilities": {k: entry[k] for k in ("elicitation", "sampling", "roots") if k in entry},
     }
     if kind == "stdio":
         command = entry.get("command")

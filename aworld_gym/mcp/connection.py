@@ -9,6 +9,9 @@ import tempfile
 from typing import Any
 
 from aworld_gym.base.errors import ServerError
+from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
+from aworld_gym.mcp.capabilities import Capabilities, client_info
+from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
 
 logger = logging.getLogger(__name__)
@@ -24,8 +27,9 @@ class Connection:
     made from other tasks on the same loop share the one session.
     """
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, capabilities: Capabilities | None = None) -> None:
         self.spec = spec
+        self.requests = ClientRequests(capabilities or DEFAULT_CAPABILITIES, spec.name)  # what the server may ask
         self.client: Any = None
         self.tools: list[Any] = []
         self.alive = False
@@ -146,7 +150,8 @@ class Connection:
             async with contextlib.AsyncExitStack() as stack:
                 for extra in extras:
                     await stack.enter_async_context(extra)
-                client = await stack.enter_async_context(Client(transport))
+                client = Client(transport, client_info=client_info(), **self.requests.sdk_callbacks())
+                client = await stack.enter_async_context(client)
                 self.tools = await _list_all_tools(client)
                 self.client = client
                 self.alive = True

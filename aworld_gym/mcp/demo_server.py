@@ -2,7 +2,8 @@
 
 Run: ``python -m aworld_gym.mcp.demo_server`` (stdio) or ``... --transport streamable-http --port 8931``.
 Tools: ``add``, ``multiply``, ``echo``, ``noop``, ``counter`` (per-session, per-episode state), plus fault
-injectors used by the tests (``sleep``, ``crash``, ``big_output``, ``pid``, ``fail``).
+injectors used by the tests (``sleep``, ``crash``, ``big_output``, ``pid``, ``fail``). With ``--images``
+(``build_server(images=True)``) also ``picture``: a tiny PNG, JPEG or GIF, as image content or a blob resource.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import BlobResourceContents, EmbeddedResource, ImageContent, TextContent
 
 from aworld_gym import __version__
 from aworld_gym.mcp.hub import META_PREFIX
@@ -26,8 +28,19 @@ def session_key(ctx: Context) -> tuple[str, int]:
     return str(meta.get(f"{META_PREFIX}session", "default")), int(meta.get(f"{META_PREFIX}episode", 0))
 
 
-def build_server(name: str = "demo") -> MCPServer:
-    """A fresh demo server object."""
+# A 2x2 red picture in three formats (base64), for the ``picture`` tool.
+PICTURES = {
+    "png": "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGM8ISfHwMDAxMDAwMDAAAANBAEIfXHKZgAAAABJRU5ErkJggg==",
+    "gif": "R0lGODdhAgACAIEAAMgeHgAAAAAAAAAAACwAAAAAAgACAAAIBgABCAQQEAA7",
+    "jpeg": "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERXRTc4UG1RV19iZ2hn"
+    "Pk1xeXBkeFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/"
+    "wAARCAACAAIDASIAAhEBAxEB/8QAFQABAQAAAAAAAAAAAAAAAAAAAAX/xAAUEAEAAAAAAAAAAAAAAAAAAAAA/8QAFQEBAQAAAAAAAAAAAAAA"
+    "AAAABAb/xAAUEQEAAAAAAAAAAAAAAAAAAAAA/9oADAMBAAIRAxEAPwCOACqH/9k=",
+}
+
+
+def build_server(name: str = "demo", images: bool = False) -> MCPServer:
+    """A fresh demo server object (``images``: with the ``picture`` tool)."""
     server = MCPServer(name, version=__version__, log_level="WARNING")
     counters: dict[tuple[str, int], int] = {}
 
@@ -110,7 +123,29 @@ def build_server(name: str = "demo") -> MCPServer:
         """
         raise ToolError(message)
 
+    if images:
+        _add_picture(server)
     return server
+
+
+def _add_picture(server: MCPServer) -> None:
+    @server.tool(structured_output=False)
+    def picture(format: str = "png", as_resource: bool = False) -> list[TextContent | ImageContent | EmbeddedResource]:
+        """A tiny picture: a 2x2 red square.
+
+        Args:
+            format: "png", "jpeg" or "gif".
+            as_resource: send it as an embedded blob resource (demo://picture.<format>) instead of image content.
+        """
+        if format not in PICTURES:
+            raise ToolError(f"format must be one of {sorted(PICTURES)}, not {format!r}")
+        mime = f"image/{format}"
+        if as_resource:
+            blob = BlobResourceContents(uri=f"demo://picture.{format}", mime_type=mime, blob=PICTURES[format])
+            content: TextContent | ImageContent | EmbeddedResource = EmbeddedResource(type="resource", resource=blob)
+        else:
+            content = ImageContent(type="image", data=PICTURES[format], mime_type=mime)
+        return [TextContent(type="text", text=f"A 2x2 red square ({format}):"), content]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,8 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http", "sse"])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8931)
+    parser.add_argument("--images", action="store_true", help="add the picture tool (images in tool results)")
     args = parser.parse_args(argv)
-    serve(build_server(), args.transport, args.host, args.port)
+    serve(build_server(images=args.images), args.transport, args.host, args.port)
 
 
 if __name__ == "__main__":

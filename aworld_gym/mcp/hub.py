@@ -22,6 +22,8 @@ from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
+from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
+from aworld_gym.mcp.capabilities import Capabilities
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.images import ImageLimits, image_limits
@@ -44,23 +46,10 @@ from aworld_gym.mcp.results import (
 )
 from aworld_gym.mcp.watchdog import Watchdog
 
-__all__ = [  # the result names are re-exported: importing them from here keeps working
-    "BAD_ARGUMENTS",
-    "DEFAULT_CALL_TIMEOUT_S",
-    "INVALID_ARGUMENTS",
-    "META_PREFIX",
-    "REFUSED",
-    "SERVER_DIED",
-    "TIMEOUT",
-    "TOOL_ERROR",
-    "TOO_LARGE",
-    "UNKNOWN_TOOL",
-    "Guard",
-    "ToolHub",
-    "ToolResult",
-    "render_content",
-    "truncate",
-]
+# The result names are re-exported: importing them from here keeps working.
+__all__ = ["BAD_ARGUMENTS", "DEFAULT_CALL_TIMEOUT_S", "INVALID_ARGUMENTS", "META_PREFIX", "REFUSED", "SERVER_DIED",
+           "TIMEOUT", "TOOL_ERROR", "TOO_LARGE", "UNKNOWN_TOOL", "Guard", "ToolHub", "ToolResult", "render_content",
+           "truncate"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 META_PREFIX = "aworld_gym/"
@@ -108,6 +97,8 @@ class ToolHub:
             using them is refused as an unknown argument (e.g. a ``filename`` that would write a file).
         sequential: run a turn's calls one after another, in the order given, instead of concurrently (one
             stateful page: type, type, click). Also settable as the attribute of the same name.
+        capabilities: how the sessions answer their servers' elicitation, sampling and roots requests (default:
+            decline, refuse, no roots; :mod:`~aworld_gym.mcp.capabilities`); a server entry's own keys win.
         tool_images: images of tool results shown as images: ``True``, ``False`` or limits (``mcp.images``).
     """
 
@@ -127,6 +118,7 @@ class ToolHub:
         guard: Guard | None = None,
         hidden_arguments: Mapping[str, Iterable[str]] | None = None,
         sequential: bool = False,
+        capabilities: Capabilities | None = None,
         tool_images: bool | Mapping[str, Any] | ImageLimits = True,
     ) -> None:
         if call_timeout <= 0:
@@ -143,6 +135,8 @@ class ToolHub:
         self.restart = restart
         self.guard = guard
         self.sequential = sequential  # run a turn's calls one after another (a single stateful page)
+        self.capabilities = capabilities or DEFAULT_CAPABILITIES
+        self._caps = {s.name: self.capabilities.merged(s.capabilities, f"mcpServers[{s.name!r}]") for s in self.specs}
         self.hidden_arguments = {k: frozenset(v) for k, v in (hidden_arguments or {}).items()}
         self.images = image_limits(tool_images)
         self.session_id = uuid.uuid4().hex
@@ -254,8 +248,8 @@ class ToolHub:
     async def _astart(self) -> None:
         async def open_one(spec: ServerSpec) -> Connection:
             if spec.pool or (spec.share_session and spec.type in ("streamable-http", "sse")):
-                return await POOL.acquire(spec)
-            conn = Connection(spec)
+                return await POOL.acquire(spec, self._caps[spec.name])
+            conn = Connection(spec, self._caps[spec.name])
             try:
                 await conn.start()
             except BaseException:
@@ -362,7 +356,7 @@ class ToolHub:
         if not conn.alive or conn.client is None:
             text = f"Error: tool server {conn.spec.name!r} is down."
             return make_result(call, tool, text, SERVER_DIED, start, self.max_output_chars)
-        return await send(
+        sent = send(
             tool,
             call,
             meta=self._meta(),
@@ -372,6 +366,7 @@ class ToolHub:
             start=start,
             images=self.images,
         )
+        return await conn.requests.during(sent)  # what the server asks during the call is recorded on it
 
     async def _call_internal(self, name: str, arguments: dict[str, Any]) -> Any:
         if not self._started:

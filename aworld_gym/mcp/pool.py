@@ -14,6 +14,8 @@ import asyncio
 import weakref
 from typing import Any
 
+from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
+from aworld_gym.mcp.capabilities import Capabilities
 from aworld_gym.mcp.config import ServerSpec
 from aworld_gym.mcp.connection import Connection
 
@@ -42,6 +44,9 @@ class ConnectionPool:
       new hub joins an idle process, else starts a new one while fewer than ``K`` run, else joins the least-loaded.
 
     Only for servers that keep no per-client state, or tell envs apart by the per-call ``_meta`` (ours do).
+    A session answers its server's elicitation, sampling and roots requests one way, so only hubs whose
+    :class:`~aworld_gym.mcp.capabilities.Capabilities` are equal share a connection (the same callable object, equal
+    settings otherwise); a hub with its own settings gets its own connection (``pool: K`` counts per setting).
     Reference-counted over the whole pool: the processes stay up while any hub holds one of them (so a replaced env
     finds its process running), and the last hub to let go stops them all. A dead member is restarted once for all
     its hubs by :meth:`ToolHub._ensure_alive <aworld_gym.mcp.hub.ToolHub>` (``restart_lock``, generation checks).
@@ -53,25 +58,29 @@ class ConnectionPool:
         self._stopping: set[asyncio.Task[None]] = set()
 
     @staticmethod
-    def key(spec: ServerSpec) -> tuple[Any, ...]:
-        """Hubs share a connection only if everything that reaches or describes the server is the same."""
+    def key(spec: ServerSpec, caps: Capabilities | None = None) -> tuple[Any, ...]:
+        """Hubs share a connection only if everything that reaches or describes the server is the same, and they
+        answer its requests alike."""
         return (spec.name, spec.type, spec.url, tuple(sorted(spec.headers.items())), spec.command, spec.args,
                 tuple(sorted(spec.env.items())), spec.cwd, spec.timeout, spec.sse_read_timeout, spec.reset_tool,
-                spec.pool)  # fmt: skip
+                spec.pool, (caps or DEFAULT_CAPABILITIES).key())  # fmt: skip
 
-    def members(self, spec: ServerSpec, loop: asyncio.AbstractEventLoop | None = None) -> list[tuple[Connection, int]]:
+    def members(
+        self, spec: ServerSpec, loop: asyncio.AbstractEventLoop | None = None, caps: Capabilities | None = None
+    ) -> list[tuple[Connection, int]]:
         """The pooled connections of ``spec`` on ``loop`` (default: the running one), each with its number of hubs."""
         loop = loop or asyncio.get_running_loop()
-        return [(m.conn, m.refs) for m in self._pools.get(loop, {}).get(self.key(spec), [])]
+        return [(m.conn, m.refs) for m in self._pools.get(loop, {}).get(self.key(spec, caps), [])]
 
-    async def acquire(self, spec: ServerSpec) -> Connection:
-        """Join (or start) a pooled connection of ``spec``; raises :class:`ServerError` if it cannot start."""
+    async def acquire(self, spec: ServerSpec, caps: Capabilities | None = None) -> Connection:
+        """Join (or start) a pooled connection of ``spec`` answering as ``caps`` say; raises :class:`ServerError` if
+        it cannot start."""
         loop = asyncio.get_running_loop()
-        key = self.key(spec)
+        key = self.key(spec, caps)
         members = self._pools.setdefault(loop, {}).setdefault(key, [])
         member = _pick(members, spec.pool or 1)
         if member is None:
-            conn = Connection(spec)
+            conn = Connection(spec, caps)
             conn.shared = True
             member = _Member(conn, loop.create_task(conn.start(), name=f"mcp-start-{spec.name}"))
             members.append(member)
@@ -98,7 +107,7 @@ class ConnectionPool:
     async def release(self, conn: Connection) -> None:
         """Let go of ``conn``; the last hub of its pool stops every member."""
         loop = asyncio.get_running_loop()
-        key = self.key(conn.spec)
+        key = self.key(conn.spec, conn.requests.caps)
         members = self._pools.get(loop, {}).get(key, [])
         member = next((m for m in members if m.conn is conn), None)
         if member is None:  # not pooled on this loop (any more): nobody else can be using it

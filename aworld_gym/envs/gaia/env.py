@@ -152,6 +152,10 @@ class GAIAEnv(MCPEnv):
         )
         return servers
 
+    def work_folders(self) -> list[str]:
+        """``roots=["{work}"]`` lists the split's folder: the attachments ``read_file`` and ``run_python`` see."""
+        return [str(self.data_folder.resolve())]
+
     def reset_info(self, task: Task) -> dict[str, Any]:
         return {
             "dataset": SAMPLE_NOTE if self.sample else f"GAIA {self.split} ({self.data_folder})",
@@ -195,4 +199,5 @@ def _entry(spec: Any) -> dict[str, Any]:
         out["env"] = dict(spec.env)
     if spec.headers:
         out["headers"] = dict(spec.headers)
+    out.update(spec.capabilities)  # its own elicitation / sampling / roots
     return out
