@@ -9,6 +9,7 @@ import tempfile
 from typing import Any
 
 from aworld_gym.base.errors import ServerError
+from aworld_gym.mcp import discover
 from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
@@ -143,22 +144,25 @@ class Connection:
         self.generation += 1
 
     async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
-        from mcp import Client
-
+        # A server whose era is known is not probed (server/discover) again: see aworld_gym.mcp.discover. If the
+        # remembered era fails to connect, it is forgotten and the connect probes once more.
+        mode, prior = discover.connect_mode(self.spec)
         try:
-            transport, extras = self._transport()
-            async with contextlib.AsyncExitStack() as stack:
-                for extra in extras:
-                    await stack.enter_async_context(extra)
-                client = Client(transport, client_info=client_info(), **self.requests.sdk_callbacks())
-                client = await stack.enter_async_context(client)
-                self.tools = await _list_all_tools(client)
-                self.client = client
-                self.alive = True
-                ready.set_result(None)
-                await stop.wait()
+            while True:
+                try:
+                    await self._session(ready, stop, mode, prior)
+                    return
+                except Exception as exc:
+                    if ready.done() or mode == "auto":
+                        raise
+                    logger.info("MCP server %r did not connect as %s (%r); probing its protocol again",
+                                self.spec.name, mode, _first_leaf(exc))  # fmt: skip
+                    discover.forget(self.spec)
+                    mode, prior = "auto", None
         except asyncio.CancelledError:
             if not ready.done():
+                if mode != "auto":  # e.g. start()'s timeout: the next start probes rather than wait on this era again
+                    discover.forget(self.spec)
                 ready.set_exception(ServerError(self._describe("connection was cancelled")))
         except BaseException as exc:  # noqa: BLE001 - failures here become data, not crashes
             if not ready.done():
@@ -171,6 +175,25 @@ class Connection:
         finally:
             self.alive = False
             self.client = None
+
+    async def _session(self, ready: asyncio.Future[None], stop: asyncio.Event, mode: str, prior: Any) -> None:
+        """Open the session (``mode``: ``"auto"``, ``"legacy"`` or a version), list its tools, hold it till ``stop``."""
+        from mcp import Client
+
+        transport, extras = self._transport()
+        async with contextlib.AsyncExitStack() as stack:
+            for extra in extras:
+                await stack.enter_async_context(extra)
+            client = Client(transport, mode=mode, prior_discover=prior, client_info=client_info(),
+                            **self.requests.sdk_callbacks())  # fmt: skip
+            client = await stack.enter_async_context(client)
+            self.tools = await _list_all_tools(client)
+            if mode == "auto":
+                discover.remember(self.spec, client)
+            self.client = client
+            self.alive = True
+            ready.set_result(None)
+            await stop.wait()
 
     def _describe(self, what: str) -> str:
         spec = self.spec
