@@ -3,8 +3,9 @@
 Each provider here is the SDK's (``OAuthClientProvider`` for the authorization code with PKCE, dynamic
 registration, client ID metadata documents and step-up; ``ClientCredentialsOAuthProvider``) plus :class:`_AWorld`:
 
-- G1: a token loaded from the store gets its expiry back (the store keeps the absolute time), and expiry has a
-  small leeway, so a stale token is refreshed before use instead of being sent and refused;
+- G1: a token loaded from the store gets its expiry back (the store keeps the absolute time) and the metadata that
+  says where to refresh it, and expiry has a small leeway, so a stale token is refreshed before use instead of
+  being sent and refused (and then a new login);
 - G3: a configured ``scope`` is what is asked for (the SDK would replace it with the one it selects on a 401);
   a 403 ``insufficient_scope`` still adds the challenged scopes (step-up);
 - G5: an authorization server whose metadata does not list PKCE ``S256`` is refused (MCP spec, MUST);
@@ -18,6 +19,7 @@ These rely on the SDK's provider internals (``_initialize``, ``_auth_flow``, ``_
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 import warnings
@@ -27,7 +29,13 @@ from typing import Any
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth import (
+    JWT_BEARER_GRANT_TYPE,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    ProtectedResourceMetadata,
+)
 from pydantic import PrivateAttr
 
 from aworld_gym.mcp.auth import AuthConfig, AuthorizationError, IdpConfig, token_endpoint_auth_method
@@ -71,9 +79,25 @@ class _AWorld:
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
-        tokens = self.context.current_tokens
-        if tokens is not None and tokens.expires_in is not None:  # G1: the expiry the store kept
-            self.context.update_token_expiry(tokens)
+        ctx = self.context
+        if ctx.current_tokens is not None and ctx.current_tokens.expires_in is not None:  # G1: the kept expiry
+            ctx.update_token_expiry(ctx.current_tokens)
+        if ctx.current_tokens is not None and ctx.oauth_metadata is None:
+            # Where to refresh them: without the metadata the SDK would post the refresh to <origin>/token.
+            saved = await self.store.get_metadata()
+            with contextlib.suppress(ValueError):
+                if saved.get("server"):
+                    ctx.oauth_metadata = OAuthMetadata.model_validate(saved["server"])
+                if saved.get("resource"):
+                    ctx.protected_resource_metadata = ProtectedResourceMetadata.model_validate(saved["resource"])
+                ctx.auth_server_url = saved.get("auth_server_url") or ctx.auth_server_url
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)  # type: ignore[misc]
+        ctx = self.context
+        dump = lambda m: m.model_dump(mode="json", exclude_none=True) if m is not None else None  # noqa: E731
+        await self.store.set_metadata({"server": dump(ctx.oauth_metadata), "auth_server_url": ctx.auth_server_url,
+                                       "resource": dump(ctx.protected_resource_metadata)})  # fmt: skip
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         if self.store.changed():

@@ -165,6 +165,14 @@ class StoreView:
             dump = client_info.model_dump(mode="json", exclude_none=True)
             self._seen = self.store.write(self.key, {"server": self.server_url, "client_info": dump})
 
+    async def get_metadata(self) -> dict[str, Any]:
+        """The resource's and the authorization server's metadata kept with the tokens (JSON)."""
+        data, _ = self.store.read(self.key)
+        return data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+
+    async def set_metadata(self, metadata: dict[str, Any]) -> None:
+        self._seen = self.store.write(self.key, {"metadata": metadata})
+
     async def forget_client(self) -> None:
         """Drop a dynamic registration (and the tokens issued to it)."""
         self._seen = self.store.write(self.key, {"client_info": None, "tokens": None})

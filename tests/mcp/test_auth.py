@@ -20,9 +20,8 @@ import pytest
 
 import aworld_gym  # noqa: F401
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.core.errors import ConfigError, ServerError
+from aworld_gym.core.errors import ServerError
 from aworld_gym.mcp import auth
-from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.shared import free_port
 from aworld_gym.rollout.driver import run_episode
@@ -228,6 +227,19 @@ def test_file_token_store_is_reused_by_other_envs_and_processes(fresh, tmp_path)
     assert len(s["authorize"]) == 1 and len(s["register"]) == 1 and len(s["token"]) == 1  # one login in all
 
 
+def test_a_stored_token_keeps_its_expiry(fresh, tmp_path):
+    """A token loaded from the store is known to have expired (the SDK alone would send it and meet a 401, then
+    log in again): it is refreshed before use."""
+    fresh.configure(expires_in=3)
+    config = fresh.config({"token_store": str(tmp_path)})
+    assert _echo(config) == "hi"
+    time.sleep(3)
+    assert _echo(config, "later") == "later"  # a new provider, reading the store
+    s = fresh.stats()
+    assert [t["grant"] for t in s["token"]] == ["authorization_code", "refresh_token"]
+    assert len(s["authorize"]) == 1 and s["bad_token"] == 0
+
+
 def test_concurrent_hubs_on_one_loop_log_in_once(fresh):
     async def main() -> list[str]:
         hubs = [ToolHub(fresh.config({}), call_timeout=20) for _ in range(4)]
@@ -323,32 +335,6 @@ def test_secrets_stay_out_of_records_logs_and_reprs(fresh, caplog):
         assert secret not in text
 
 
-def test_config_errors_are_clear_and_never_echo_a_secret(monkeypatch):
-    def error(auth, **entry) -> str:
-        server = {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp", "auth": auth, **entry}
-        with pytest.raises(ConfigError) as info:
-            parse_mcp_config({"mcpServers": {"s": server}})
-        assert SECRET not in str(info.value)
-        return str(info.value)
-
-    assert "unknown keys ['password']" in error({"password": SECRET})
-    assert "'grant' must be one of" in error({"grant": "password"})
-    assert "needs a pre-registered 'client_id'" in error({"grant": "client_credentials"})
-    assert "goes with the 'client_id'" in error({"grant": "client_credentials", "client_secret": SECRET})
-    assert "private_key_jwt needs a 'private_key'" in error({"client_id": "c", "token_endpoint_auth_method":
-                                                             "private_key_jwt"})  # fmt: skip
-    assert "'client_secret' must be a string" in error({"client_id": "c", "client_secret": [SECRET]})
-    assert "not both" in error({"client_id": "c"}, headers={"Authorization": "Bearer " + SECRET})
-    assert "https URL with a path" in error({"client_metadata_url": "http://x.example/m.json"})
-    with pytest.raises(ConfigError, match="for HTTP servers"):
-        parse_mcp_config({"mcpServers": {"s": {"command": "python", "auth": {}}}})
-    monkeypatch.delenv("NO_SUCH_SECRET", raising=False)
-    config = {"mcpServers": {"s": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp",
-                                   "auth": {"client_id": "c", "client_secret": {"env": "NO_SUCH_SECRET"}}}}}  # fmt: skip
-    with pytest.raises(ServerError, match="environment variable NO_SUCH_SECRET is not set"):
-        ToolHub(config).start()
-
-
 def test_an_httpx_auth_object_is_used_as_given(fresh):
     fresh.configure(clients={"trainer": {"secret": SECRET, "method": "client_secret_post"}})
     token = httpx2.post(f"{fresh.issuer}/token", data={"grant_type": "client_credentials", "client_id": "trainer",
@@ -361,19 +347,6 @@ def test_an_httpx_auth_object_is_used_as_given(fresh):
 
     assert _echo(fresh.config(Bearer())) == "hi"
     assert fresh.stats()["bad_token"] == 0
-
-
-def test_env_kwargs_are_redacted_from_make_errors_and_reprs():
-    from aworld_gym.rollout.envs import MakeEnv
-
-    server = {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-Key": "hdr-" + SECRET},
-              "auth": {"client_id": "c", "client_secret": SECRET}}  # fmt: skip
-    make = MakeEnv.of("AWorld/MCP-v0", {"mcp_config": {"mcpServers": {"s": server}}, "tasks": [{"id": "t", "prompt": "p"}],
-                                        "no_such_option": 1})  # fmt: skip
-    assert SECRET not in repr(make)
-    with pytest.raises(TypeError) as info:
-        make()  # gymnasium repeats every kwarg in this message
-    assert "no_such_option" in str(info.value) and "***" in str(info.value) and SECRET not in str(info.value)
 
 
 def test_a_registration_the_server_forgot_is_dropped_and_made_again(fresh):
