@@ -104,7 +104,8 @@ class _AWorld:
             self._initialized = False  # reload what another loop or process stored
         flow = super()._auth_flow(request)  # type: ignore[misc]
         try:
-            outgoing = await flow.__anext__()
+            outgoing = await flow.__anext__()  # the lock is held from here on
+            self.context.client_metadata._pin_next = False  # not left over from a flow that failed
             while True:
                 response = yield outgoing
                 if outgoing is request and response.status_code == 401 and self.context.client_metadata._pinned:
