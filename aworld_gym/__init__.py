@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from aworld_gym.base.version import __version__
 
 if TYPE_CHECKING:  # what the lazy exports below resolve to, for type checkers and IDEs (never imported at run time)
     from aworld_gym.core.env import MCPEnv

@@ -62,3 +62,12 @@ def test_import_is_light_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], True]
+
+
+def test_the_version_is_the_one_pyproject_declares():
+    import tomllib
+
+    from aworld_gym.base.version import __version__
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert aworld_gym.__version__ == __version__ == declared

@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import BlobResourceContents, EmbeddedResource, ImageContent, TextContent
 
-from aworld_gym import __version__
+from aworld_gym.base.version import __version__
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
 

@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 
-from aworld_gym import __version__
+from aworld_gym.base.version import __version__
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
 from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable

@@ -22,7 +22,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from aworld_gym import __version__
+from aworld_gym.base.version import __version__
 from aworld_gym.envs.gaia import media
 from aworld_gym.envs.gaia.media import Endpoint, how_to
 from aworld_gym.envs.gaia.readers import LABELS, detect_kind, read_path, truncate
