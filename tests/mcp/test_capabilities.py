@@ -345,3 +345,23 @@ def test_server_everything_asks_and_is_answered(tmp_path):
         given["tool_results"][0]["error"] is None
         and "User provided the requested information" in given["tool_results"][0]["text"]
     )
+
+
+def test_gaia_lists_its_data_folder_as_work_and_keeps_an_extra_servers_own_settings():
+    import gymnasium as gym
+
+    extra = {
+        "cap": {**stdio(), "elicitation": "accept_defaults", "sampling": {"base_url": "http://x/v1", "model": "m"}}
+    }
+    env = gym.make("AWorld/GAIA-v0", python_server="inprocess", roots=["{work}"], mcp_config={"mcpServers": extra})
+    try:
+        hub, folder = env.unwrapped.hub, env.unwrapped.data_folder.resolve()
+        assert hub.capabilities.roots == ((folder.as_uri(), folder.name),)
+        assert (hub._caps["cap"].elicitation, hub._caps["cap"].sampling.model) == ("accept_defaults", "m")
+        assert hub._caps["files"].elicitation == "decline"  # GAIA's own servers keep the env's settings
+        with env.unwrapped as inner:
+            inner.reset(seed=0)
+            _, info = step(inner, call("my_roots"))
+        assert info["tool_results"][0]["text"] == folder.as_uri()
+    finally:
+        env.close()
