@@ -158,7 +158,7 @@ def test_concurrent_calls_get_the_refusal_of_the_one_that_asked_over_http(server
 def test_concurrent_calls_on_stdio_of_a_2025_server_both_get_a_hedged_refusal():
     # stdio carries no link from a server's request to the call it serves: with two calls running, both hear of it
     with make_env(stdio(legacy=True)) as env:
-        _, info = step(env, call("ask_plain", seconds=0.3) + call("wait", seconds=1.0))
+        _, info = step(env, call("ask_plain", seconds=0.3) + call("wait", seconds=2.0))
     for result in info["tool_results"]:
         assert result["error"] == "tool_error" and "it may belong to another of them" in result["text"]
         assert result["client_requests"][0]["attribution"] == "one of 2 calls to server 'cap' running then"
