@@ -19,7 +19,6 @@ a request the env refused turns that call's result into an error the model sees 
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,9 +131,10 @@ def client_info() -> Any:
 
 
 def client_version() -> str:
-    """``aworld_gym.__version__`` (read from the package root, which is always imported before this module)."""
-    root = sys.modules.get(__name__.split(".", 1)[0])
-    return str(getattr(root, "__version__", "0"))
+    """``aworld_gym.__version__`` (its single source, :mod:`aworld_gym.base.version`)."""
+    from aworld_gym.base.version import __version__
+
+    return __version__
 
 
 def _ident(value: Any) -> Any:
