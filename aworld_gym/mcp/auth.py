@@ -283,17 +283,20 @@ def _is_httpx_auth(value: Any) -> bool:
     return isinstance(value, httpx2.Auth)
 
 
-def redact(text: str, mcp_config: Any) -> str:
-    """``text`` with every literal secret of ``mcp_config`` (``auth`` secrets, ``headers`` and ``env`` values)
-    replaced by ``***``: for messages that repeat a config (gymnasium's TypeError repeats every kwarg)."""
+def redact(text: str, mcp_config: Any, sampling: Any = None) -> str:
+    """``text`` with every literal secret of ``mcp_config`` (``auth`` secrets, ``headers`` and ``env`` values, a
+    server's ``sampling`` API key) and of the env's ``sampling`` option replaced by ``***``: for messages that
+    repeat a config (gymnasium's TypeError repeats every kwarg)."""
     if isinstance(mcp_config, str) and mcp_config.lstrip().startswith("{"):
         with contextlib.suppress(ValueError):
             mcp_config = json.loads(mcp_config)
     entries = mcp_config.get("mcpServers", {}) if isinstance(mcp_config, Mapping) else {}
-    found: list[str] = []
+    found: list[str] = [sampling["api_key"]] if isinstance(sampling, Mapping) and "api_key" in sampling else []
     for entry in entries.values() if isinstance(entries, Mapping) else ():
         if not isinstance(entry, Mapping):
             continue
+        if isinstance(entry.get("sampling"), Mapping) and "api_key" in entry["sampling"]:
+            found.append(entry["sampling"]["api_key"])
         for key in ("headers", "env"):
             if isinstance(entry.get(key), Mapping):
                 found += [str(v) for v in entry[key].values()]
@@ -302,7 +305,7 @@ def redact(text: str, mcp_config: Any) -> str:
             idp = auth.get("idp") if isinstance(auth.get("idp"), Mapping) else {}
             found += [v for v in (auth.get("client_secret"), auth.get("private_key"), idp.get("id_token"),
                                   idp.get("client_secret")) if isinstance(v, str)]  # fmt: skip
-    for secret in sorted((s for s in found if len(s) >= 4), key=len, reverse=True):
+    for secret in sorted((s for s in found if isinstance(s, str) and len(s) >= 4), key=len, reverse=True):
         for form in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]):  # as is, in a repr, in JSON
             text = text.replace(form, "***")
     return text

@@ -51,7 +51,7 @@ class MakeEnv:
         except TypeError as exc:  # gymnasium's message repeats every kwarg: keep mcp_config's secrets out of records
             from aworld_gym.mcp.auth import redact
 
-            raise TypeError(redact(str(exc), self.kwargs.get("mcp_config"))) from None
+            raise TypeError(redact(str(exc), self.kwargs.get("mcp_config"), self.kwargs.get("sampling"))) from None
 
 
 _SPEC_FIELDS = ("id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps", "order_enforce",

@@ -48,3 +48,15 @@ def test_env_kwargs_are_redacted_from_make_errors_and_reprs():
     with pytest.raises(TypeError) as info:
         make()  # gymnasium repeats every kwarg in this message
     assert "no_such_option" in str(info.value) and "***" in str(info.value) and SECRET not in str(info.value)
+
+
+def test_sampling_api_keys_are_redacted_from_make_errors():
+    from aworld_gym.rollout.envs import MakeEnv
+
+    server = {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp",
+              "sampling": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key": "srv-" + SECRET}}  # fmt: skip
+    kwargs = {"mcp_config": {"mcpServers": {"s": server}}, "tasks": [{"id": "t", "prompt": "p"}], "no_such_option": 1,
+              "sampling": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key": "env-" + SECRET}}  # fmt: skip
+    with pytest.raises(TypeError) as info:
+        MakeEnv.of("AWorld/MCP-v0", kwargs)()
+    assert "no_such_option" in str(info.value) and SECRET not in str(info.value)
