@@ -64,6 +64,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             OpenAI-compatible endpoint ``{"base_url", "model", "api_key"?}`` or to ``fn(messages, options)``.
         roots: folders or ``file://`` URIs listed to servers that ask for roots (``"{work}"``: :meth:`work_folders`);
             ``None``: the roots capability is not declared. A server entry's own three keys win over these.
+        tool_images: show images from tool results to the model as image parts (``True``); ``False`` keeps them
+            text placeholders (text-only models); or a dict of :class:`~aworld_gym.mcp.images.ImageLimits` fields.
         tool_timeout: default per-call timeout in seconds (a server's own ``timeout`` wins).
         max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
@@ -108,6 +110,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         elicitation: str | Callable[..., Any] = "decline",
         sampling: Mapping[str, Any] | Callable[..., Any] | None = None,
         roots: Sequence[str | Path] | None = None,
+        tool_images: bool | Mapping[str, Any] | Any = True,
         tool_timeout: float = 60.0,
         max_turns: int | None = None,
         max_episode_chars: int | None = None,
@@ -160,6 +163,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 hidden_arguments=hidden_arguments,
                 sequential=sequential_calls,
                 capabilities=caps,
+                tool_images=tool_images,
             )
             self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
             self.observation_space = UnicodeText(max_observation_chars)

@@ -284,3 +284,17 @@ def test_text_only_consumers_refuse_with_the_fix_and_work_with_tool_images_false
         assert traj.termination == "answer" and traj.score == 1.0
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("setting", [False, {"max_images_per_step": 1}])
+def test_the_env_option_sets_the_limits(setting):
+    env = gym.make(ENV, mcp_config=STDIO, tasks=TASKS, tool_images=setting)
+    try:
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(THREE)
+        if setting is False:
+            assert "images" not in info and isinstance(env.unwrapped.messages[-1]["content"], str)
+        else:
+            assert info["images"] == [RAW["png"]]
+    finally:
+        env.close()
