@@ -33,7 +33,8 @@ EXPECTED_FAILURES: dict[str, str] = {
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "the 0.1.16 mock serves authorization server metadata at the origin's /.well-known/oauth-authorization-server "
         "with issuer <origin>/oauth; RFC 8414 section 3.3 requires the issuer to match, so the client (the mcp SDK's "
-        "issuer check) refuses that metadata, as it must; the suite fixed its mock after 0.1.16 (commit af64895)"
+        "issuer check) refuses that metadata, as it must; the suite fixed its mock after 0.1.16 "
+        "(modelcontextprotocol/conformance pull request 359)"
     ),
 }
 
