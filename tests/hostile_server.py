@@ -4,7 +4,8 @@ Tools: ``ok(text)`` answers normally; ``huge(mb)`` answers with an ``mb`` MB tex
 notifications before its result; ``garbage()`` writes a non-JSON line and never answers; ``wrong_id()`` answers
 with an id nobody asked for; ``hang()`` never answers; ``die()`` exits mid-call; ``nul_error()`` answers with a
 JSON-RPC error whose message holds a NUL byte and control characters; ``weird()`` returns content items of
-unknown type and an image with bad base64. ``notifications/cancelled`` are appended to ``$HOSTILE_CANCEL_LOG``.
+unknown type and an image with bad base64; ``empty_error()`` answers ``isError: true`` with no content.
+``notifications/cancelled`` are appended to ``$HOSTILE_CANCEL_LOG``.
 
     python -m tests.hostile_server
 """
@@ -26,6 +27,7 @@ TOOLS = {
     "die": {},
     "nul_error": {},
     "weird": {},
+    "empty_error": {},
 }
 _lock = threading.Lock()
 
@@ -63,6 +65,8 @@ def call(rid: object, name: str, args: dict) -> None:
         os._exit(3)
     elif name == "nul_error":
         write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "bad\x00thing\x1b[31m happened\x07"}})
+    elif name == "empty_error":
+        result(rid, [], is_error=True)
     elif name == "weird":
         result(
             rid,

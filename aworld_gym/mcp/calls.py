@@ -89,6 +89,8 @@ async def send(
         watchdog.remove(key)
         deadline.expired()  # a cancellation that fired as the call ended must not linger on the task
     text, shown = render_result(result, images)
+    if result.is_error and not text.strip():  # an empty <tool_response> would read as a success with no output
+        text = "Error: the tool reported an error and gave no message."
     return make_result(
         call,
         tool,

@@ -45,6 +45,7 @@ CASES = {
     "exits mid-call": ("die", {}, "server_died", "died during the call"),
     "an error with NUL and escapes": ("nul_error", {}, "tool_error", "badthing happened"),
     "unknown content and bad base64": ("weird", {}, "tool_error", "not valid MCP"),
+    "an error with no content": ("empty_error", {}, "tool_error", "reported an error and gave no message"),
 }
 
 

@@ -173,6 +173,11 @@ class PlaywrightServer(SharedServer):
             shutil.rmtree(self.output_dir, ignore_errors=True)
             self.output_dir = None
 
+    def shutdown(self) -> None:
+        """Stop for good (at exit): the socket's folder goes too (a restart keeps it: sessions point at it)."""
+        super().shutdown()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
 
 def shared_browser(origin: str, settle_ms: int) -> PlaywrightServer:
     """The process-wide Playwright server for this task origin."""

@@ -7,6 +7,9 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -291,3 +294,21 @@ def test_scrolling_by_an_amount_and_going_back():
         assert info["tool_results"][0]["error"] is None and not (terminated or truncated)
         _, _, terminated, truncated, info = env.step(call("browser_navigate_back"))
         assert terminated and not truncated and info["score"] == 0.0, info.get("truncation_reason")
+
+
+@pytest.mark.parametrize("browser", ["shared", "own"])
+def test_a_process_that_used_a_browser_leaves_no_folder_behind(browser):
+    """The shared browser's socket folder and every output folder are removed by the time the process exits.
+    (A short temp folder: a Unix socket's path must stay under 108 bytes.)"""
+    script = (
+        "import gymnasium as gym, aworld_gym\n"
+        f"env = gym.make('AWorld/Browser-v0', task='click-test', browser={browser!r})\n"
+        "env.reset(seed=0)\nenv.close()\n"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="awg"))
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    left = [p.name for p in tmp.iterdir() if p.name.startswith("aworld-playwright")]
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert left == []
