@@ -181,11 +181,16 @@ def test_formats_models_cannot_take_audio_and_other_blobs_stay_text():
 
 
 @pytest.mark.skipif(not EVERYTHING_JS.exists(), reason="npm install has not been run")
-def test_server_everything_schema_noise_task_only_tools_and_its_image(caplog, monkeypatch):
+def test_server_everything_schema_noise_task_only_tools_and_its_image(caplog, monkeypatch, request):
     monkeypatch.setattr(namespace, "_reported_task_only", set())
     config = {"mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]}}}
     tasks = [{"id": "s", "prompt": "Show me the tiny image.", "answer": "done"}]
     caplog.set_level(logging.INFO, logger="aworld_gym.mcp.namespace")
+    logger = logging.getLogger("aworld_gym.mcp.namespace")  # earlier imports' logging config may have turned it off
+    monkeypatch.setattr(logger, "disabled", False)
+    monkeypatch.setattr(logger, "propagate", False)  # caplog's handler directly: no parent can stop the records
+    logger.addHandler(caplog.handler)
+    request.addfinalizer(lambda: logger.removeHandler(caplog.handler))
     env = gym.make(ENV, mcp_config=config, tasks=tasks)
     try:
         _, info = env.reset(seed=0)
