@@ -127,14 +127,9 @@ def client_info() -> Any:
     """The ``clientInfo`` of every session: ``aworld-gym`` and ``aworld_gym.__version__``."""
     from mcp_types import Implementation
 
-    return Implementation(name=CLIENT_NAME, version=client_version())
-
-
-def client_version() -> str:
-    """``aworld_gym.__version__`` (its single source, :mod:`aworld_gym.base.version`)."""
     from aworld_gym.base.version import __version__
 
-    return __version__
+    return Implementation(name=CLIENT_NAME, version=__version__)
 
 
 def _ident(value: Any) -> Any:
