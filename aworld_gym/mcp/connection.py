@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import tempfile
 from typing import Any
 
 from aworld_gym.base.errors import ServerError
@@ -14,6 +13,7 @@ from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
+from aworld_gym.mcp.errlog import CappedLog
 
 logger = logging.getLogger(__name__)
 
@@ -39,18 +39,11 @@ class Connection:
         self.restart_lock: asyncio.Lock | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._stderr = CappedLog()  # a (stdio) server's stderr, bounded on disk
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last characters the (stdio) server wrote to stderr."""
-        try:
-            self._stderr.flush()
-            self._stderr.seek(0, 2)
-            size = self._stderr.tell()
-            self._stderr.seek(max(0, size - limit))
-            return self._stderr.read().strip()
-        except (OSError, ValueError):
-            return ""
+        return self._stderr.tail(limit)
 
     def _transport(self) -> tuple[Any, list[Any]]:
         """Return (what Client() takes, extra async contexts to close after the client)."""
@@ -65,7 +58,7 @@ class Connection:
             params = StdioServerParameters(
                 command=spec.command or "", args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd
             )
-            return bounded_stdio_client(params, errlog=self._stderr), []
+            return bounded_stdio_client(params, errlog=self._stderr.file), []
         import httpx2
         from mcp.shared._httpx_utils import create_mcp_http_client
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.base.images import VISION_FORMATS, image_mime
+from aworld_gym.mcp.sanitize import clean_field
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def read_image(what: str, mime: str | None, data: str, limits: ImageLimits | Non
         data: its base64 text.
         limits: the hub's image limits (``None``: text only).
     """
-    declared = mime or "unknown type"
+    declared = clean_field(mime) if mime else "unknown type"  # a server's free text: one bounded line
     if limits is None or not limits.enabled:
         return f"[{what}: {declared}, about {encoded_size(data)} bytes]", None
     if encoded_size(data) > limits.max_image_bytes:  # too large: not even decoded

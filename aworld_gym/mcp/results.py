@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.images import ImageLimits, ToolImage, encoded_size, over_step_limit, read_image
+from aworld_gym.mcp.sanitize import clean_field, clean_text
 
 # Error kinds of a ToolResult (``None`` when the call succeeded).
 UNKNOWN_TOOL = "unknown_tool"
@@ -90,14 +90,10 @@ def _echoes(structured: Any, text: str) -> bool:
     return isinstance(value, int | float | bool) or value is None
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal escape sequences (colours, cursor moves)
-_CONTROL = {c: None for c in range(32) if c not in (9, 10)} | {127: None}
-
-
 def readable(message: str, limit: int = 300) -> str:
     """An error message fit for an observation: control characters (NUL, escapes, bells) removed, one or two
     lines, at most ``limit`` characters."""
-    lines = [ln.strip() for ln in _ANSI.sub("", str(message)).translate(_CONTROL).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in clean_text(str(message)).splitlines() if ln.strip()]
     text = " ".join(lines[:2])
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -142,9 +138,10 @@ def render_result(result: Any, limits: ImageLimits | None) -> tuple[str, list[To
         kind = getattr(block, "type", None)
         image = None
         if kind == "text":
-            line = block.text
+            line = clean_text(block.text)
         elif kind in ("image", "audio"):
             mime, data = getattr(block, "mime_type", None), getattr(block, "data", "") or ""
+            mime = clean_field(mime) if mime else None
             if kind == "image":
                 line, image = read_image("image", mime, data, limits)
             else:
@@ -152,9 +149,9 @@ def render_result(result: Any, limits: ImageLimits | None) -> tuple[str, list[To
         elif kind == "resource":
             line, image = _resource(block.resource, limits)
         elif kind == "resource_link":
-            line = f"[resource link {block.uri}]"
+            line = f"[resource link {clean_field(block.uri)}]"
         else:
-            line = str(block)
+            line = clean_text(str(block))
         parts.append(line)
         images += [image] if image is not None else []
     if not parts and getattr(result, "structured_content", None) is not None:
@@ -164,12 +161,13 @@ def render_result(result: Any, limits: ImageLimits | None) -> tuple[str, list[To
 
 def _resource(res: Any, limits: ImageLimits | None) -> tuple[str, ToolImage | None]:
     """An embedded resource: its text, an image (a blob of an ``image/*`` type), or a placeholder (other blobs)."""
-    blob, mime = getattr(res, "blob", None), getattr(res, "mime_type", None)
+    blob, uri = getattr(res, "blob", None), clean_field(res.uri)
+    mime = clean_field(res.mime_type) if getattr(res, "mime_type", None) else None
     if blob is None:
-        return getattr(res, "text", None) or f"[resource {res.uri}]", None
+        return clean_text(getattr(res, "text", None) or "") or f"[resource {uri}]", None
     if (mime or "").startswith("image/"):
-        return read_image(f"image resource {res.uri}", mime, blob, limits)
-    return f"[resource {res.uri}: {mime or 'unknown type'}, about {encoded_size(blob)} bytes]", None
+        return read_image(f"image resource {uri}", mime, blob, limits)
+    return f"[resource {uri}: {mime or 'unknown type'}, about {encoded_size(blob)} bytes]", None
 
 
 def cap_images(results: Sequence[ToolResult], limits: ImageLimits) -> list[ToolResult]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.env import MCPEnv
+from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.rewards import TaskScore
 from aworld_gym.core.task import Task, TaskSource
@@ -15,6 +15,7 @@ from aworld_gym.envs.gaia.loader import load_gaia, split_dir
 from aworld_gym.envs.gaia.media import Endpoint
 from aworld_gym.envs.gaia.scorer import question_scorer
 from aworld_gym.mcp.config import parse_mcp_config
+from aworld_gym.mcp.results import ToolResult
 
 SYSTEM_PREAMBLE = """You are a general AI assistant. I will ask you a question. Use the tools to find the answer, \
 step by step. When you know it, reply with your final answer inside <answer></answer> tags (a final line \
@@ -101,6 +102,7 @@ class GAIAEnv(MCPEnv):
             }
             offered |= {kind for kind, endpoint in media.items() if endpoint is not None}
             tasks = TaskSource(t for t in tasks if t.metadata.get("needs") in (None, *offered))
+        self.browser = browser
         self.split = split
         self.data_folder = split_dir(data_dir, split)
         self.media = {"vision_model": vision_model, "audio_model": audio_model}
@@ -155,6 +157,15 @@ class GAIAEnv(MCPEnv):
     def work_folders(self) -> list[str]:
         """``roots=["{work}"]`` lists the split's folder: the attachments ``read_file`` and ``run_python`` see."""
         return [str(self.data_folder.resolve())]
+
+    async def acheck_task(self, task: Task, results: list[ToolResult]) -> TaskState | None:
+        """The browser's answers as AWorld/Browser-v0 shows them: without the lines naming Playwright's timestamped
+        log and snapshot files (escape sequences are already gone: every result passes the hub's sanitiser)."""
+        if self.browser:
+            from aworld_gym.envs.browser.env import steady
+
+            results[:] = [r.with_text(steady(r.text, "")) if r.server == "browser" else r for r in results]
+        return await super().acheck_task(task, results)
 
     def reset_info(self, task: Task) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ on the allow list, file: URLs, redirects to them, and hosts on the deny list."""
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 
 import gymnasium as gym
@@ -15,7 +16,8 @@ import aworld_gym  # noqa: F401
 pytestmark = pytest.mark.slow
 
 PAGES = {
-    "/": "<html><body><h1>City archive</h1><p>See the <a href='/results.html'>election results</a>.</p></body></html>",
+    "/": "<html><body><h1>City archive</h1><p>See the <a href='/results.html'>election results</a>.</p>"
+    "<script>console.log('archive loaded')</script></body></html>",
     "/results.html": "<html><body><h1>Results 2023</h1><table><tr><th>Party</th><th>Seats</th></tr>"
     "<tr><td>Green</td><td>17</td></tr><tr><td>Blue</td><td>23</td></tr></table></body></html>",
 }
@@ -40,6 +42,9 @@ class Site(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+SEEN: list[str] = []  # every tool result text the model was shown
+
+
 def serve() -> http.server.ThreadingHTTPServer:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Site)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -50,6 +55,7 @@ def call(env, name, **args):
     import json
 
     _, _, _, _, info = env.step(f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>")
+    SEEN.append(info["tool_results"][0]["text"])
     return info["tool_results"][0]
 
 
@@ -72,6 +78,11 @@ def test_a_multi_page_task_through_the_browser_and_the_guards_refusals():
         assert r["error"] is None, r["text"][:500]
         r = call(env, "browser_snapshot")
         assert "Results 2023" in r["text"] and "23" in r["text"], r["text"][:800]
+        # Playwright's run-dependent lines (its timestamped console log file) and coloured call logs are not shown,
+        # as in AWorld/Browser-v0 (issue 30)
+        r = call(env, "browser_click", element="a missing button", target="text=No such button")
+        assert r["error"] is not None and "\x1b" not in r["text"], r["text"][:800]
+        assert SEEN and not [t for t in SEEN if "\x1b" in t or re.search(r"console-\d{4}-", t)], SEEN
         # Refusals: a loopback site not on the allow list, a redirect to it, file:, a denied host.
         for url in (site.target, base + "/redirect"):  # not allowed; allowed, but redirecting to it
             call(env, "browser_navigate", url=url)
