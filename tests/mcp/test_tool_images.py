@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import sys
 from typing import Any
 
@@ -181,16 +180,13 @@ def test_formats_models_cannot_take_audio_and_other_blobs_stay_text():
 
 
 @pytest.mark.skipif(not EVERYTHING_JS.exists(), reason="npm install has not been run")
-def test_server_everything_schema_noise_task_only_tools_and_its_image(caplog, monkeypatch, request):
+def test_server_everything_schema_noise_task_only_tools_and_its_image(monkeypatch):
     monkeypatch.setattr(namespace, "_reported_task_only", set())
     config = {"mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]}}}
     tasks = [{"id": "s", "prompt": "Show me the tiny image.", "answer": "done"}]
-    caplog.set_level(logging.INFO, logger="aworld_gym.mcp.namespace")
-    logger = logging.getLogger("aworld_gym.mcp.namespace")  # earlier imports' logging config may have turned it off
-    monkeypatch.setattr(logger, "disabled", False)
-    monkeypatch.setattr(logger, "propagate", False)  # caplog's handler directly: no parent can stop the records
-    logger.addHandler(caplog.handler)
-    request.addfinalizer(lambda: logger.removeHandler(caplog.handler))
+    said: list[str] = []  # what namespace logs at INFO, taken at the call (no logging config in the way: in the
+    # full suite caplog twice saw nothing here, though the tool was hidden)
+    monkeypatch.setattr(namespace.logger, "info", lambda msg, *args: said.append(msg % args))
     env = gym.make(ENV, mcp_config=config, tasks=tasks)
     try:
         _, info = env.reset(seed=0)
@@ -200,8 +196,10 @@ def test_server_everything_schema_noise_task_only_tools_and_its_image(caplog, mo
         assert any("$schema" in t.schema for t in hub._tools.values())  # the server sends it; checks still use it
         read = json.dumps(info["tools"]) + env.unwrapped.messages[0]["content"]
         assert "$schema" not in read and '"$id"' not in read
-        hidden = [r for r in caplog.records if "simulate-research-query" in r.getMessage()]
-        assert len(hidden) == 1 and "MCP task" in hidden[0].getMessage()
+        listed = [t.name for c in hub._conns for t in c.tools]
+        assert "simulate-research-query" in listed  # the server listed it: hidden by us, not missing
+        hidden = [m for m in said if "simulate-research-query" in m]
+        assert len(hidden) == 1 and "MCP task" in hidden[0], said
         _, _, _, _, info = env.step('<tool_call>{"name": "get-sum", "arguments": {"a": "2"}}</tool_call>')
         assert info["tool_results"][0]["error"] == "bad_arguments"  # validated against the whole schema
         _, _, _, _, info = env.step('<tool_call>{"name": "get-tiny-image", "arguments": {}}</tool_call>')
@@ -217,7 +215,7 @@ def test_server_everything_schema_noise_task_only_tools_and_its_image(caplog, mo
         env2 = gym.make(ENV, mcp_config=config, tasks=tasks)
         env2.reset(seed=0)
         env2.close()
-        assert len([r for r in caplog.records if "simulate-research-query" in r.getMessage()]) == 1  # logged once
+        assert len([m for m in said if "simulate-research-query" in m]) == 1  # logged once
     finally:
         env.close()
 
