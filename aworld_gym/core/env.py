@@ -188,6 +188,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self._chars = 0
         self._done = True
         self._tools: list[dict[str, Any]] | None = None
+        self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (core.stepping.tool_change)
         self._system: str | None = None
         self.last_context: StepContext | None = None
         self.observation_images: list[bytes] = []  # PNGs of the latest observation (screenshot modes)

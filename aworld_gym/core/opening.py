@@ -13,6 +13,7 @@ from gymnasium.error import ResetNeeded
 
 from aworld_gym.core.actions import ParsedAction, action_text, parse_action
 from aworld_gym.core.episode import image_content
+from aworld_gym.core.stepping import tool_change
 from aworld_gym.core.task import Task, task_meta
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def start_episode(env: MCPEnv, task: Task) -> tuple[str, dict[str, Any]]:
     env.turns, env.episode_reward, env.episode_components = [], 0.0, {}
     obs = env._bound(env.render_prompt(task))
     env._chars = len(obs)
+    tool_change(env)  # tools a server re-listed since the last episode: this episode's system prompt lists them
     system = env.system_prompt
     env.observation_images = list(env.prompt_images(task))
     env._head = [{"role": "system", "content": system},

@@ -99,6 +99,29 @@ def _type(p: Any) -> str:
     return str(kind)
 
 
+def describe_tool_change(
+    old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], tool_format: str = "full"
+) -> str | None:
+    """The note telling the model that its tools changed mid-episode (a server's ``tools/list_changed``): the new
+    or changed tools, rendered as the system prompt renders them, and the names no longer available; ``None`` when
+    nothing the model reads changed."""
+    before = {t["function"]["name"]: t for t in old}
+    after = {t["function"]["name"]: t for t in new}
+    added = [t for name, t in after.items() if before.get(name) != t]
+    removed = [name for name in before if name not in after]
+    if not added and not removed:
+        return None
+    parts = ["Note: the available tools changed."]
+    if added and tool_format == "compact":
+        parts.append("New or changed tools:\n" + "\n".join(compact_tool(t) for t in added))
+    elif added:
+        lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in added)
+        parts.append(f"New or changed tools:\n<tools>\n{lines}\n</tools>")
+    if removed:
+        parts.append("No longer available: " + ", ".join(removed) + ".")
+    return "\n".join(parts)
+
+
 def render_tool_responses(texts: Sequence[str]) -> str:
     """Tool results as the user turn Qwen3's chat template renders them."""
     return "\n".join(f"<tool_response>\n{t}\n</tool_response>" for t in texts)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aworld_gym.core.actions import ParsedAction
 from aworld_gym.core.episode import IMAGE_CAPTION, StepFacts, TaskState, decide_ending, turn_messages
-from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
+from aworld_gym.core.prompts import FORMAT_HINT, describe_tool_change, render_tool_responses
 from aworld_gym.core.rewards import EpisodeContext, Scores, StepContext
 from aworld_gym.core.token_cut import cut_tokens
 from aworld_gym.core.trajectory import sum_into
@@ -39,6 +39,9 @@ def conclude_step(
     texts = [cut_tokens(r.text, self.tokenizer, self.max_tool_output_tokens) for r in results]
     if state is not None and state.note and texts:
         texts[-1] += "\n" + state.note
+    changed = tool_change(self) if texts else None  # a server's tools/list_changed, re-listed after the calls
+    if changed is not None:
+        texts[-1] += "\n" + changed
     parts = ["Format error: " + "; ".join(errors) + ". " + FORMAT_HINT] if errors else []
     answered = parsed.answer is not None and crash is None  # a crash with an answer: the scorer failed
     if answered:
@@ -93,10 +96,24 @@ def conclude_step(
         info["images"] = images
     if ending.truncated:
         info["truncation_reason"] = ending.reason
+    if changed is not None:
+        info["tools"] = self.tools
     if state is not None:
         info["task_state"] = state.info
         info.update(state.step_info)
     return ctx, obs, info, messages
+
+
+def tool_change(self: MCPEnv) -> str | None:
+    """When the hub's tool table changed since the env last read it (``hub.tools_version``): ``self.tools`` is read
+    again (the next episode's system prompt lists the new tools) and the note for the model is returned; ``None``
+    when nothing the model reads changed."""
+    version = self.hub.tools_version
+    if version == self._tools_version:
+        return None
+    old, self._tools_version = self._tools, version
+    self._tools = self._system = None
+    return None if old is None else describe_tool_change(old, self.tools, self.tool_format)
 
 
 def step_images(results: list[ToolResult], state: TaskState | None) -> list[tuple[str, list[bytes]]]:

@@ -8,6 +8,9 @@ Two kinds of failure, both answered to the model as an observation (the session 
   object;
 - ``bad_arguments`` / ``too_large``: valid JSON that does not fit the tool's schema, or is too long.
 
+A schema that cannot be checked here (one ``jsonschema`` rejects, a ``$ref`` that recurses forever, a type it does
+not know) is left to the server: its calls are sent unchecked, with a warning, once.
+
 The common case costs one JSON encoding (that the size check needs anyway) and an ``isascii`` test; the walk over
 the arguments runs only when the encoded text could hide a nested object or too deep a nesting.
 """
@@ -20,8 +23,9 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from aworld_gym.mcp.listing import shown_name, warn_once
 from aworld_gym.mcp.results import BAD_ARGUMENTS, INVALID_ARGUMENTS, TOO_LARGE
-from aworld_gym.mcp.validate import make_validator
+from aworld_gym.mcp.validate import Unvalidatable, make_validator
 
 if TYPE_CHECKING:
     from aworld_gym.mcp.namespace import RoutedTool
@@ -62,7 +66,14 @@ def check_arguments(tool: RoutedTool, args: Any, *, max_chars: int, max_depth: i
         tool.validator = make_validator(tool.schema) or False
     if tool.validator is False:
         return None
-    errors = tool.validator(args)
+    try:
+        errors = tool.validator(args)
+    except Unvalidatable as exc:  # the schema's fault, not the model's: the server checks the arguments
+        tool.validator = False
+        server = tool.conn.spec.name
+        why = f"cannot be checked here ({exc}); its calls are checked by the server only"
+        warn_once(server, tool.name, f"MCP server {server!r}: the input schema of tool {shown_name(tool.name)} {why}")
+        return None
     if errors:
         return BAD_ARGUMENTS, f"invalid arguments for {tool.exposed!r}: " + "; ".join(errors[:5])
     return None

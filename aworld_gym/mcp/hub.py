@@ -28,7 +28,7 @@ from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.images import ImageLimits, image_limits
 from aworld_gym.mcp.loop import HubLoop
-from aworld_gym.mcp.namespace import RoutedTool, build_tools, openai_tools
+from aworld_gym.mcp.namespace import RoutedTool, openai_tools, rebuild_tools, refresh_tools
 from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.results import (
     BAD_ARGUMENTS,
@@ -145,6 +145,8 @@ class ToolHub:
         self.restarts = 0
         self._conns: list[Connection] = []
         self._tools: dict[str, RoutedTool] = {}
+        self._listed: tuple[int, ...] = ()  # each server's tools_version when the table was built
+        self.tools_version = 0  # +1 each time a server's re-listed tools change what the agent reads
         self._started = False
         self._closed = False
         # A hub with a pooled server driven synchronously lives on the background loop, so that it shares the pool.
@@ -263,7 +265,7 @@ class ToolHub:
         if errors:
             await self._aclose()
             raise errors[0] if isinstance(errors[0], ServerError) else ServerError(str(errors[0]))
-        self._tools = build_tools(self._conns, allow=self.allow, deny=self.deny, hidden_arguments=self.hidden_arguments)
+        rebuild_tools(self)
         self._started = True
         with _open_lock:
             _open_hubs.add(self)
@@ -310,13 +312,18 @@ class ToolHub:
                                        render_content(result)[:300])  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - the episode's own calls will report a dead server
                     logger.warning("reset tool %r of %r failed: %r", conn.spec.reset_tool, conn.spec.name, exc)
+        await refresh_tools(self)  # a server's tools/list_changed (or a restart): its tools listed again
 
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
             await self._astart()
+        await refresh_tools(self)  # tools/list_changed: the table changes between steps, never during one
         if len(calls) > 1 and not self.sequential:  # cap_images: the step's image limits, in call order
-            return cap_images(list(await asyncio.gather(*(self._call_one(c) for c in calls))), self.images)
-        return cap_images([await self._call_one(c) for c in calls], self.images)  # no extra task for the common case
+            results = list(await asyncio.gather(*(self._call_one(c) for c in calls)))
+        else:
+            results = [await self._call_one(c) for c in calls]  # no extra task for the common case
+        await refresh_tools(self)
+        return cap_images(results, self.images)
 
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout

@@ -7,9 +7,13 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.listing import relist_changed, safe_names, shown_name, warn_once
+
+if TYPE_CHECKING:
+    from aworld_gym.mcp.hub import ToolHub
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
 # Keys of a schema's top level that say where the schema comes from, not what to send (Node servers add them).
@@ -72,7 +76,9 @@ def build_tools(
 
     A tool name that two servers share is exposed as ``server__tool`` (for both); a server with a ``tool_prefix``
     exposes each tool as ``prefix__tool``; a server's ``reset_tool`` is never exposed, nor a tool that runs only
-    as an MCP task (:func:`task_only`; logged once per process and tool).
+    as an MCP task (:func:`task_only`; logged once per process and tool). A name that OpenAI's ``tools=`` API
+    would refuse (not ``^[a-zA-Z0-9_-]{1,64}$``) is exposed under a clean name
+    (:func:`~aworld_gym.mcp.listing.safe_names`; a warning, once), its calls going to the original name.
 
     Args:
         conns: the started connections, in config order.
@@ -81,8 +87,11 @@ def build_tools(
         hidden_arguments: ``{tool name: arguments}`` removed from the schemas the agent sees.
     """
 
+    clean = {id(c): safe_names([t.name for t in c.tools]) for c in conns}  # per server: {name: valid name}
+
     def base(conn: Connection, name: str) -> str:  # a server's tool_prefix names all its tools
         prefix = getattr(conn.spec, "tool_prefix", None)
+        name = clean[id(conn)][name]
         return _NAME_RE.sub("_", f"{prefix}__{name}")[:64] if prefix else name
 
     counts: dict[str, int] = {}
@@ -97,7 +106,8 @@ def build_tools(
             if task_only(tool):
                 _report_task_only(conn.spec.name, tool.name)
                 continue
-            qualified = _NAME_RE.sub("_", f"{conn.spec.name}__{tool.name}")[:64]
+            valid = clean[id(conn)][tool.name]
+            qualified = _NAME_RE.sub("_", f"{conn.spec.name}__{valid}")[:64]
             exposed = qualified if counts[base(conn, tool.name)] > 1 else base(conn, tool.name)
             # a prefixed server's tools are matched by their exposed names only ("read_file" is not "aworld__read_file")
             known = (exposed, qualified) if getattr(conn.spec, "tool_prefix", None) else (tool.name, exposed, qualified)
@@ -108,13 +118,36 @@ def build_tools(
                 continue
             schema = dict(tool.input_schema or {"type": "object", "properties": {}})
             drop = (hidden_arguments or {}).get(tool.name)
-            if drop:
+            if drop and isinstance(schema.get("properties", {}), dict):
                 props = schema.get("properties") or {}
                 schema["properties"] = {k: v for k, v in props.items() if k not in drop}
-                if "required" in schema:
+                if isinstance(schema.get("required"), list):
                     schema["required"] = [k for k in schema["required"] if k not in drop]
+            if valid != tool.name:
+                why = f"is exposed as {exposed!r} (a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$)"
+                warn_once(
+                    conn.spec.name, tool.name, f"MCP server {conn.spec.name!r}: the tool {shown_name(tool.name)} {why}"
+                )
             tools[exposed] = RoutedTool(exposed, tool.name, conn, schema, (tool.description or "").strip())
     return tools
+
+
+def rebuild_tools(hub: ToolHub) -> None:
+    """(Re)build ``hub``'s tool table from its connections' tool lists; a rebuild that changes what the agent reads
+    (names, descriptions, schemas) adds 1 to ``hub.tools_version``."""
+    before = openai_tools(hub._tools.values()) if hub._listed else None
+    hub._tools = build_tools(hub._conns, allow=hub.allow, deny=hub.deny, hidden_arguments=hub.hidden_arguments)
+    hub._listed = tuple(c.tools_version for c in hub._conns)
+    if before is not None and openai_tools(hub._tools.values()) != before:
+        hub.tools_version += 1
+
+
+async def refresh_tools(hub: ToolHub) -> None:
+    """Between steps: re-list the tools of servers that sent ``tools/list_changed``, and rebuild ``hub``'s table
+    when any server's list is new (a re-listing, a restart)."""
+    await relist_changed(hub._conns, hub.call_timeout)
+    if hub._listed != tuple(c.tools_version for c in hub._conns):
+        rebuild_tools(hub)
 
 
 def _allowed(names: Iterable[str], allow: Sequence[str] | None, deny: Sequence[str]) -> bool:
