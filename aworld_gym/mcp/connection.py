@@ -33,6 +33,8 @@ class Connection:
         self.requests = ClientRequests(capabilities or DEFAULT_CAPABILITIES, spec.name)  # what the server may ask
         self.client: Any = None
         self.tools: list[Any] = []
+        self.tools_changed = False  # the server sent tools/list_changed: re-listed before the next step
+        self.tools_version = 0  # +1 at each listing (a start, a restart, a re-listing)
         self.alive = False
         self.generation = 0
         self.shared = False
@@ -173,14 +175,17 @@ class Connection:
         """Open the session (``mode``: ``"auto"``, ``"legacy"`` or a version), list its tools, hold it till ``stop``."""
         from mcp import Client
 
+        from aworld_gym.mcp.listing import change_listener, list_tools
+
         transport, extras = self._transport()
         async with contextlib.AsyncExitStack() as stack:
             for extra in extras:
                 await stack.enter_async_context(extra)
             client = Client(transport, mode=mode, prior_discover=prior, client_info=client_info(),
-                            **self.requests.sdk_callbacks())  # fmt: skip
+                            message_handler=change_listener(self), **self.requests.sdk_callbacks())  # fmt: skip
             client = await stack.enter_async_context(client)
-            self.tools = await _list_all_tools(client)
+            self.tools, self.tools_changed = await list_tools(client, self.spec.name), False
+            self.tools_version += 1
             if mode == "auto":
                 discover.remember(self.spec, client)
             self.client = client
@@ -233,15 +238,3 @@ def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-async def _list_all_tools(client: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor = None
-    for _ in range(100):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
