@@ -66,12 +66,11 @@ def render_system_prompt(
 
 
 def compact_tool(schema: dict[str, Any], max_description: int = 160) -> str:
-    """One line for a tool: ``- name(a: string, b?: integer): What it does.``"""
+    """One line for a tool: ``- name(a: string, b?: integer): What it does.`` (a schema of any shape: a server's
+    odd or hostile one reads as ``any`` where it makes no sense, never an error)."""
     fn = schema.get("function", schema)
     params = fn.get("parameters") or {}
-    required = set(params.get("required") or [])
-    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type(p)}"
-                     for name, p in (params.get("properties") or {}).items())  # fmt: skip
+    args = _fields(params, 0) if isinstance(params, dict) else ""
     text = " ".join(str(fn.get("description") or "").split())
     first = text.split(". ")[0].rstrip(".")
     if len(first) > max_description:
@@ -79,23 +78,35 @@ def compact_tool(schema: dict[str, Any], max_description: int = 160) -> str:
     return f"- {fn.get('name')}({args})" + (f": {first}." if first else "")
 
 
-def _type(p: Any) -> str:
+_MAX_DEPTH = 8  # nested types shown this deep; deeper ones read "..."
+
+
+def _fields(p: dict[str, Any], depth: int) -> str:
+    props, required = p.get("properties"), p.get("required")
+    if not isinstance(props, dict):
+        return ""
+    required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+    return ", ".join(f"{name}{'' if name in required else '?'}: {_type(v, depth + 1)}" for name, v in props.items())
+
+
+def _type(p: Any, depth: int = 0) -> str:
     if not isinstance(p, dict):
         return "any"
-    if "enum" in p:
-        return "|".join(json.dumps(v) for v in p["enum"])
+    if depth > _MAX_DEPTH:
+        return "..."
+    if "enum" in p and isinstance(p["enum"], list):
+        return "|".join(json.dumps(v, default=str) for v in p["enum"])
     for key in ("anyOf", "oneOf"):
-        if key in p:
-            return "|".join(dict.fromkeys(_type(q) for q in p[key] if q.get("type") != "null")) or "null"
+        if isinstance(p.get(key), list):
+            kinds = (_type(q, depth + 1) for q in p[key] if not (isinstance(q, dict) and q.get("type") == "null"))
+            return "|".join(dict.fromkeys(kinds)) or "null"
     kind = p.get("type", "any")
     if isinstance(kind, list):
         return "|".join(str(k) for k in kind if k != "null")
     if kind == "array":
-        return f"array[{_type(p.get('items'))}]"
-    if kind == "object" and p.get("properties"):
-        required = set(p.get("required") or [])
-        inner = ", ".join(f"{k}{'' if k in required else '?'}: {_type(v)}" for k, v in p["properties"].items())
-        return "{" + inner + "}"
+        return f"array[{_type(p.get('items'), depth + 1)}]"
+    if kind == "object" and isinstance(p.get("properties"), dict) and p["properties"]:
+        return "{" + _fields(p, depth) + "}"
     return str(kind)
 
 

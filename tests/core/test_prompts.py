@@ -36,6 +36,21 @@ def test_compact_tool_lines():
         render_system_prompt([SCHEMA], tool_format="tiny")
 
 
+def test_compact_tool_reads_any_schema_shape():
+    """A server's odd or hostile schema (issue 30): nothing raises, nonsense reads as ``any``, depth is bounded."""
+    deep: dict = {"type": "string"}
+    for _ in range(3000):  # under the 16,000-character schema cap this is still ~1,000 levels
+        deep = {"type": "object", "properties": {"n": deep}}
+    odd = {"function": {"name": "odd", "parameters": {"type": "object", "required": "x", "properties": {
+        "a": {"anyOf": [1, "s", None, {"type": "null"}, {"type": "integer"}]}, "b": {"oneOf": "nope"},
+        "c": {"enum": 5, "type": "string"}, "d": {"enum": [object()]}, "e": {"type": "object", "properties": [1]},
+        "f": deep}}}}  # fmt: skip
+    line = compact_tool(odd)
+    assert line.startswith('- odd(a?: any|integer, b?: any, c?: string, d?: "<object object at')
+    assert "e?: object" in line and line.count("{n?: ") == 8 and "..." in line
+    assert compact_tool({"function": {"name": "p", "parameters": "not a schema"}}) == "- p()"
+
+
 def test_an_env_renders_compact_tools_and_keeps_the_full_schemas():
     tasks = [{"id": "q", "prompt": "6*7?", "answer": "42"}]
     env = gym.make("AWorld/MCP-v0", mcp_config=stdio_config(), tasks=tasks, tool_format="compact")
