@@ -89,7 +89,7 @@ class Connection:
                 httpx_client_factory=http_client,
                 auth=auth,
             ), []
-        from mcp.client.streamable_http import streamable_http_client
+        from aworld_gym.mcp.http import ReplyDrops, bounded_http_client
 
         timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
         if spec.socket:  # a local server on a Unix socket (its file permissions are the authentication)
@@ -98,7 +98,10 @@ class Connection:
             http.event_hooks.setdefault("response", []).append(self._note_refusal)
         else:
             http = http_client(headers=dict(spec.headers) or None, timeout=timeout, auth=auth)
-        return streamable_http_client(spec.url or "", http_client=http), [http]
+        # Replies checked against their request id (late and forged ones dropped and counted, across reconnects) and
+        # bodies bounded like stdio messages: aworld_gym.mcp.http.
+        self.reply_drops: ReplyDrops = getattr(self, "reply_drops", None) or ReplyDrops(spec.name)
+        return bounded_http_client(spec.url or "", http, drops=self.reply_drops), [http]
 
     async def _note_refusal(self, response: Any) -> None:
         """Keep the last 4xx/5xx status and body start of the server's answers: the SDK reports them as "Server
