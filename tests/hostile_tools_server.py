@@ -10,7 +10,7 @@ Every case lists ``ok(text)`` (echoes ``ok:<text>``) and ``add_tool()`` (adds ``
 - ``huge_description``: ``chatty`` with a 2 MB description;
 - ``huge_schema``: ``bloated`` (a 100 kB schema, mostly property descriptions) and ``enormous`` (5,000 properties);
 - ``malformed``: five broken tool items (no inputSchema, a number for a name, a string for a schema, no name, an
-  item that is not an object);
+  item that is not an object) and ``silent`` (a valid tool that never answers);
 - ``bad_names``: names no OpenAI ``tools=`` API accepts (a space, a path, 300 characters, ``</tool_call>``, a NUL,
   the empty string) and two names that clean up to the same one;
 - ``duplicates``: ``dup`` listed twice with different descriptions.
@@ -55,6 +55,7 @@ CASES: dict[str, list[Any]] = {
         {"name": "string_schema", "inputSchema": "not an object"},
         {"description": "no name", "inputSchema": OBJECT},
         "not a tool at all",
+        _tool("silent"),  # a valid tool that never answers (stdio): its timeout's health probe lists the tools
     ],
     "bad_names": [
         _tool("read file"),
@@ -108,6 +109,8 @@ class Server:
                                         "A tool added while the episode ran."))  # fmt: skip
             changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
             return [changed, _text(rid, "added new_tool")]
+        if name == "silent":
+            return []
         return [_text(rid, f"called {name!r} with {json.dumps(args, sort_keys=True)}")]
 
 

@@ -17,6 +17,7 @@ from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.images import ImageLimits, ToolImage
+from aworld_gym.mcp.listing import fetch_page
 from aworld_gym.mcp.namespace import RoutedTool
 from aworld_gym.mcp.results import (
     SERVER_DIED,
@@ -140,7 +141,8 @@ async def probe(conn: Connection, generation: int, timeout: float) -> bool:
         return False
     try:
         async with asyncio.timeout(min(PROBE_TIMEOUT_S, timeout)):
-            await client.list_tools()  # every server answers it (ping is gone from the newest protocol)
+            await fetch_page(client, None)  # every server answers it (ping is gone from the newest protocol); read
+            # raw, as the hub lists tools: a server with one malformed tool still counts as answering
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - no answer, or an error: either way the session is not usable

@@ -68,7 +68,7 @@ async def list_tools(client: Any, server: str) -> list[types.Tool]:
     shell: dict[str, Any] = {}  # the first page's other fields: each tool is checked as a result of its own
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await _fetch_page(client, cursor)
+        page = await fetch_page(client, cursor)
         if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
             raise ValueError(f"its tools/list result holds no list of tools ({_kind(page)})")
         items.extend(page["tools"])
@@ -83,7 +83,7 @@ async def list_tools(client: Any, server: str) -> list[types.Tool]:
     return tools
 
 
-async def _fetch_page(client: Any, cursor: str | None) -> Any:
+async def fetch_page(client: Any, cursor: str | None) -> Any:
     """One raw ``tools/list`` result (a dict as the server sent it), stamped as the session stamps its requests."""
     session = client.session
     dispatcher, stamp = getattr(session, "_dispatcher", None), getattr(session, "_stamp", None)

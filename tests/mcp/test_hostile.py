@@ -73,24 +73,20 @@ def test_a_timed_out_call_is_cancelled_at_the_server(hostile):
     assert len(cancelled) == 1 and "requestId" in cancelled[0]
 
 
-def test_a_wedged_session_is_found_and_restarted(hostile):
+def test_a_wedged_session_is_found_and_restarted(hostile, monkeypatch):
     """A server that stops reading its input (here: it hangs every call and then even the probe): the probe after
     the timeout finds the session dead, and the next call runs on a fresh server process."""
     before = hostile.restarts
     conn = next(iter(hostile._tools.values())).conn
-    # A session that no longer answers anything: close the server's stdin reader by making the probe fail.
-    original = conn.client.list_tools
 
-    async def never(*a, **k):
+    async def never(*a, **k):  # a session that no longer answers anything: the probe's tools/list never returns
         import asyncio
 
         await asyncio.sleep(60)
 
-    conn.client.list_tools = never
-    try:
+    with monkeypatch.context() as m:
+        m.setattr("aworld_gym.mcp.calls.fetch_page", never)
         res = hostile.call([ToolCall("hang", {})])[0]
-    finally:
-        conn.client.list_tools = original
     assert res.error == "timeout" and not conn.alive
     ok = hostile.call([ToolCall("ok", {"text": "after"})])[0]
     assert ok.text == "ok:after" and hostile.restarts == before + 1
