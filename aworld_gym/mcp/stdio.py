@@ -1,172 +1,251 @@
 """Our stdio client transport: the SDK's, with bounds, so a hostile or careless server cannot wedge a session.
 
 ``mcp.client.stdio.stdio_client`` joins each chunk to the pending line (``buffer + chunk``): a 40 MB result takes
-minutes of copying before it is even parsed, and every later call on the session times out behind it. This
-transport reads bytes into a list and joins a line once (linear), and:
+minutes of copying before it is even parsed. This transport reads lines with :class:`~aworld_gym.mcp.lines.LineReader`
+(linear; oversized and unparsable replies answer their requests at once with an error; junk warnings rate-limited),
+and bounds everything else a server can do to it:
 
-- a message over ``max_message_bytes`` is not assembled at all: the rest of its line is skipped, and the request it
-  answers (its id read from the line's first bytes) gets a JSON-RPC error saying how big it was;
-- log notifications (``notifications/message``) are dropped unparsed (the hub never shows server logs), so a
-  flood of them costs a substring test each instead of a validation and a dispatch.
+- **writes have a deadline** (``write_timeout``): a server that stops reading its input leaves our write blocked;
+  then the session ends at once (its read stream is closed, so every waiting request fails and the hub restarts the
+  server), and notifications (a courtesy cancel) never wait for the pipe at all;
+- **server-to-client requests in flight are bounded** (``MAX_SERVER_REQUESTS``): the excess is answered at once with
+  a JSON-RPC error (or, when even that cannot be queued, dropped and counted);
+- **the server's exit ends the session at once**: a watcher waits for the process, and when it exits the output
+  already in the pipe is read and the session ends, even if a child of the server still holds its stdout;
+- **stopping kills the whole tree** (:mod:`~aworld_gym.mcp.proctree`): the server runs as a child subreaper, so its
+  orphaned descendants, setsid ones included, are killed with it, and so is anything still holding its pipes or
+  carrying its environment marker.
 
-Everything else is what the SDK does: a new process group per server, newline-delimited JSON-RPC, on exit stdin
-closed, then SIGTERM and SIGKILL to the process group, each wait bounded.
+The rest is the SDK's: a new session per server, newline-delimited JSON-RPC, on exit stdin closed, then SIGTERM and
+SIGKILL to the process group, each wait bounded.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
-import re
+import os
+import shutil
 import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
+from types import TracebackType
 from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, TOO_LARGE, LineReader, Warnings, message_id, too_large
+from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv, pipe_inode
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "TOO_LARGE", "LineReader", "bounded_stdio_client", "message_id", "too_large"]
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 STOP_GRACE_S = 2.0
-_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
-_LOG = b'"notifications/message"'
-TOO_LARGE = -32099  # a server-error code of our own: the message was dropped by this client
+WRITE_TIMEOUT_S = 5.0  # a write the server has not taken in this long: it stopped reading, the session is over
+MAX_SERVER_REQUESTS = 64  # server-to-client requests being answered at once
+OUTBOX_MESSAGES = 1024  # messages queued for the server's stdin (a notification finding it full is dropped)
+SNAPSHOT_EVERY_S = 1.0  # how often the server's process tree is remembered, in case it dies without a stop
+DRAIN_IDLE_S = 0.1  # after the server exited: output already in the pipe is read until it is this quiet
+DRAIN_MAX_S = 2.0  # ... or for this long at most (a child of the server may go on writing)
+TOO_MANY = -32098  # a server-error code of our own: too many of the server's requests in flight
 
 
-def message_id(head: bytes) -> Any:
-    """The JSON-RPC id in the first bytes of a message, or None (the id of a result precedes a long payload in
-    every server we know; one that puts it last is answered by the call's timeout instead)."""
-    m = _ID.search(head)
-    if m is None:
-        return None
-    raw = m.group(1)
-    return raw[1:-1].decode(errors="replace") if raw.startswith(b'"') else int(raw)
+class Outbox:
+    """The session's write stream: requests and responses wait for room, notifications never wait (one that finds
+    the queue full is dropped and counted: the server is not reading, and the session is about to end)."""
+
+    def __init__(self, send: MemoryObjectSendStream[SessionMessage]) -> None:
+        self._send = send
+        self.dropped = 0
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Queue ``item`` for the server."""
+        if isinstance(item.message, types.JSONRPCNotification):
+            try:
+                self._send.send_nowait(item)
+            except anyio.WouldBlock:
+                self.dropped += 1
+            return
+        await self._send.send(item)
+
+    def offer(self, item: SessionMessage) -> bool:
+        """Queue ``item`` if there is room now; returns whether it was queued."""
+        try:
+            self._send.send_nowait(item)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.dropped += 1
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        """Close the stream (the writer ends once the queue is written)."""
+        await self._send.aclose()
+
+    async def __aenter__(self) -> Outbox:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
-def too_large(rid: Any, size: int, limit: int) -> SessionMessage:
-    text = f"the server's reply was over {size >> 20} MB, more than this client accepts ({limit >> 20} MB); dropped"
-    error = types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=TOO_LARGE, message=text))
-    return SessionMessage(error)
+def _check_command(command: str, env: dict[str, str], cwd: Any) -> None:
+    """Raise FileNotFoundError now for a command that cannot be found (the shim would only fail in the child)."""
+    found = os.path.exists(os.path.join(str(cwd or ""), command)) if os.sep in command else None
+    if found is False or (found is None and shutil.which(command, path=env.get("PATH", os.defpath)) is None):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
-def parse(line: bytes) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        logger.warning("MCP server wrote a line that is not JSON-RPC (%d bytes): %.200r", len(line), line)
-        return exc
+def _pipe_ends(process: Any) -> dict[int, int]:
+    """{pipe inode: the server's access mode} for its stdin and stdout (empty where they cannot be read)."""
+    ends: dict[int, int] = {}
+    with suppress(Exception):
+        transport = process._transport  # anyio's asyncio process: the pipes' file objects
+        for number, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY)):
+            inode = pipe_inode(transport.get_pipe_transport(number).get_extra_info("pipe").fileno())
+            if inode is not None:
+                ends[inode] = mode
+    return ends
 
 
-class LineReader:
-    """Splits a byte stream into messages, linear in its size, with a bound on one message."""
+class _State:
+    """What the transport's tasks share."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.skipping: tuple[Any, int] | None = None  # (id, bytes so far) of an oversized message being skipped
-        self.dropped_logs = 0
-
-    def feed(self, chunk: bytes) -> list[SessionMessage | Exception]:
-        out: list[SessionMessage | Exception] = []
-        while chunk:
-            nl = chunk.find(b"\n")
-            piece, chunk = (chunk, b"") if nl < 0 else (chunk[:nl], chunk[nl + 1 :])
-            if self.skipping is not None:
-                rid, seen = self.skipping
-                self.skipping = (rid, seen + len(piece))
-                if nl >= 0:
-                    self.skipping = None
-                    if rid is not None:
-                        out.append(too_large(rid, seen + len(piece), self.max_bytes))
-                continue
-            self.parts.append(piece)
-            self.size += len(piece)
-            if self.size > self.max_bytes:
-                head, seen = b"".join(self.parts)[:4096], self.size
-                self.parts, self.size = [], 0
-                self.skipping = (message_id(head), seen)
-                if nl >= 0:  # the oversized line ended in this chunk
-                    rid = self.skipping[0]
-                    self.skipping = None
-                    if rid is not None:
-                        out.append(too_large(rid, seen, self.max_bytes))
-                continue
-            if nl < 0:
-                break
-            line = b"".join(self.parts)
-            self.parts, self.size = [], 0
-            if not line.strip():
-                continue
-            if _LOG in line[:200] and b'"id"' not in line[:200]:
-                self.dropped_logs += 1
-                continue
-            out.append(parse(line))
-        return out
+    def __init__(self) -> None:
+        self.leader_gone = anyio.Event()
+        self.read_scope: anyio.CancelScope | None = None
+        self.server_requests: set[Any] = set()  # ids of the server's requests the session is answering
+        self.refused = 0
 
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters, errlog: TextIO = sys.stderr, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    server: StdioServerParameters,
+    errlog: TextIO = sys.stderr,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    write_timeout: float = WRITE_TIMEOUT_S,
 ) -> AsyncGenerator[Any, None]:
     """A stdio transport for ``mcp.Client`` (same streams as the SDK's), bounded as the module says."""
-    process = await anyio.open_process(
-        [server.command, *server.args],
-        env=get_default_environment() | (server.env or {}),
-        cwd=server.cwd,
-        stderr=errlog,
-        start_new_session=True,
-    )
+    marker = os.urandom(8).hex()
+    env = get_default_environment() | (server.env or {}) | {MARKER: marker}
+    argv = launch_argv([server.command, *server.args])
+    if argv[0] != server.command:
+        _check_command(server.command, env, server.cwd)
+    process = await anyio.open_process(argv, env=env, cwd=server.cwd, stderr=errlog, start_new_session=True)
+    tree = ProcessTree(process.pid, _pipe_ends(process), marker)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    reader = LineReader(max_message_bytes)
+    send, write_reader = anyio.create_memory_object_stream[SessionMessage](OUTBOX_MESSAGES)
+    outbox = Outbox(send)
+    warnings = Warnings()
+    reader = LineReader(max_message_bytes, warnings)
+    state = _State()
+
+    async def deliver(message: SessionMessage) -> None:
+        msg = message.message
+        if isinstance(msg, types.JSONRPCRequest):
+            if len(state.server_requests) >= MAX_SERVER_REQUESTS:
+                state.refused += 1
+                text = f"the client is already answering {MAX_SERVER_REQUESTS} requests of this server; refused"
+                error = types.ErrorData(code=TOO_MANY, message=text)
+                outbox.offer(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=msg.id, error=error)))
+                return
+            state.server_requests.add(msg.id)
+        elif isinstance(msg, types.JSONRPCNotification) and msg.method == "notifications/cancelled":
+            state.server_requests.discard((msg.params or {}).get("requestId"))
+        await read_writer.send(message)
 
     async def stdout_reader() -> None:
         assert process.stdout is not None
         async with read_writer:
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
-                async for chunk in process.stdout:
+                drain_until: float | None = None
+                while True:
+                    if drain_until is None and state.leader_gone.is_set():
+                        drain_until = anyio.current_time() + DRAIN_MAX_S
+                    with anyio.CancelScope() as scope:
+                        if drain_until is None:
+                            state.read_scope = scope
+                        else:
+                            scope.deadline = min(drain_until, anyio.current_time() + DRAIN_IDLE_S)
+                        chunk = await process.stdout.receive()
+                    state.read_scope = None
+                    if scope.cancelled_caught:
+                        if drain_until is not None:
+                            return  # the server is gone and its pipe quiet: the session ends here
+                        continue
                     for message in reader.feed(chunk):
-                        await read_writer.send(message)
+                        await deliver(message)
 
     async def stdin_writer() -> None:
         assert process.stdin is not None
         try:
             async with write_reader:
                 async for message in write_reader:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
+                    msg = message.message
+                    if isinstance(msg, types.JSONRPCResponse | types.JSONRPCError):
+                        state.server_requests.discard(msg.id)
+                    data = msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    with anyio.move_on_after(write_timeout) as scope:
+                        await process.stdin.send(data.encode())
+                    if scope.cancelled_caught:
+                        logger.warning("MCP server %r has not read its input for %g s; ending its session",
+                                       server.command, write_timeout)  # fmt: skip
+                        break
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_writer.aclose()  # the session sees the connection end instead of a request hanging
+            pass
+        await read_writer.aclose()  # the session sees the connection end instead of a request hanging
+
+    async def watch_leader() -> None:
+        while True:
+            with anyio.move_on_after(SNAPSHOT_EVERY_S):
+                await process.wait()
+                break
+            tree.snapshot(periodic=True)
+        state.leader_gone.set()
+        if state.read_scope is not None:
+            state.read_scope.cancel()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        tg.start_soon(watch_leader)
         try:
-            yield read_stream, write_stream
+            yield read_stream, outbox
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
-                for stream in (read_stream, write_stream, read_writer, write_reader):
+                await _stop(process, tree)
+                for stream in (read_stream, send, read_writer, write_reader):
                     with suppress(Exception):
                         await stream.aclose()
             tg.cancel_scope.cancel()
-    if reader.dropped_logs:
-        logger.debug("dropped %d log notifications from %r", reader.dropped_logs, server.command)
+    warnings.close()
+    if reader.dropped_logs or state.refused or outbox.dropped:
+        logger.debug("MCP server %r: dropped %d log notifications, refused %d of its requests, dropped %d messages "
+                     "to it", server.command, reader.dropped_logs, state.refused, outbox.dropped)  # fmt: skip
 
 
-async def _stop(process: Any) -> None:
-    """Close stdin, give the server a moment, then SIGTERM and SIGKILL its process group."""
+async def _stop(process: Any, tree: ProcessTree) -> None:
+    """Remember the server's tree, close stdin, give the server a moment, SIGTERM and SIGKILL its process group, then
+    SIGKILL every process it left (:meth:`ProcessTree.kill_rest`)."""
+    tree.snapshot()
     with suppress(Exception):
         await process.stdin.aclose()
     if not await _exited(process, STOP_GRACE_S):
+        tree.snapshot()
         with suppress(Exception):
             await terminate_posix_process_tree(process, STOP_GRACE_S)
         await _exited(process, STOP_GRACE_S)
+    with suppress(Exception):
+        killed = await anyio.to_thread.run_sync(tree.kill_rest)
+        if killed:
+            logger.info("killed %d processes the MCP server (pid %d) left running", killed, process.pid)
     with suppress(Exception):
         await process.stdout.aclose()
 

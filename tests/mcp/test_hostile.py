@@ -4,7 +4,10 @@ went wrong in one or two readable lines, and leaves the next calls working (no w
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
+import threading
 import time
 
 import pytest
@@ -19,14 +22,17 @@ MARGIN = 3.0  # the health probe after a timeout is bounded by 2 s
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
+def _config(tmp_path, **env: str) -> dict:
+    env = {"HOSTILE_CANCEL_LOG": str(tmp_path / "cancelled.jsonl"), "HOSTILE_PID_FILE": str(tmp_path / "pids"), **env}
+    return {"mcpServers": {"h": {"command": sys.executable, "args": ["-m", "tests.hostile_server"],
+                                 "cwd": str(ROOT), "timeout": TIMEOUT, "env": env}}}  # fmt: skip
+
+
 @pytest.fixture
 def hostile(tmp_path):
-    log = tmp_path / "cancelled.jsonl"
-    config = {"mcpServers": {"h": {"command": sys.executable, "args": ["-m", "tests.hostile_server"],
-                                   "cwd": str(ROOT), "timeout": TIMEOUT,
-                                   "env": {"HOSTILE_CANCEL_LOG": str(log)}}}}  # fmt: skip
-    hub = ToolHub(config).start()
-    hub.cancel_log = log  # type: ignore[attr-defined]
+    hub = ToolHub(_config(tmp_path)).start()
+    hub.cancel_log = tmp_path / "cancelled.jsonl"  # type: ignore[attr-defined]
+    hub.pid_file = tmp_path / "pids"  # type: ignore[attr-defined]
     yield hub
     hub.close()
 
@@ -46,6 +52,14 @@ CASES = {
     "an error with NUL and escapes": ("nul_error", {}, "tool_error", "badthing happened"),
     "unknown content and bad base64": ("weird", {}, "tool_error", "not valid MCP"),
     "an error with no content": ("empty_error", {}, "tool_error", "reported an error and gave no message"),
+    "exits while a child holds stdout": ("die_child_holds_stdout", {}, "server_died", "died during the call"),
+    "a reply nested too deep": ("deep", {}, "tool_error", "could not be parsed"),
+    "a reply with invalid UTF-8": ("bad_utf8", {}, "tool_error", "could not be parsed"),
+    "a null result": ("null_result", {}, "tool_error", "could not be parsed"),
+    "a list result": ("list_result", {}, "tool_error", "could not be parsed"),
+    "the reply in a JSON-RPC batch": ("batch", {}, "tool_error", "could not be parsed"),
+    "2,000 server-to-client requests first": ("server_requests", {"n": 2000}, None, "sent 2000"),
+    "10,000 junk lines first": ("junk", {"n": 10_000}, None, "junked"),
 }
 
 
@@ -92,6 +106,102 @@ def test_a_wedged_session_is_found_and_restarted(hostile, monkeypatch):
     assert ok.text == "ok:after" and hostile.restarts == before + 1
 
 
+def _gone(pid: int) -> bool:
+    """Dead, or a zombie nobody has reaped yet (it runs nothing and holds nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_closing_kills_every_process_the_server_left(hostile):
+    """A helper in its own process group, a setsid grandchild whose parent exited (both off our pipes) and a setsid
+    child that outlived its server holding stdout: all gone after close, though the server exits promptly on EOF,
+    and those of the server that crashed are gone when it is restarted."""
+    assert hostile.call([ToolCall("fork_helper", {})])[0].text == "forked 2"
+    assert hostile.call([ToolCall("die_child_holds_stdout", {})])[0].error == "server_died"
+    assert hostile.call([ToolCall("fork_helper", {})])[0].text == "forked 2"  # on the restarted server
+    pids = [int(x) for x in hostile.pid_file.read_text().split()]
+    assert len(pids) == 5 and not any(_gone(p) for p in pids[3:])  # the first three went with the restart
+    hostile.close()
+    wait_until(lambda: all(_gone(p) for p in pids), timeout=3)
+    assert [p for p in pids if not _gone(p)] == []
+
+
+def test_a_server_that_dies_while_its_child_holds_stdout_is_reported_at_once(hostile):
+    t0 = time.perf_counter()
+    res = hostile.call([ToolCall("die_child_holds_stdout", {})])[0]
+    assert res.error == "server_died" and time.perf_counter() - t0 < 2.0, res.text
+
+
+def test_a_server_that_stops_reading_ends_the_step_within_its_timeout(hostile):
+    """The pipe to the server fills: the blocked write marks the session dead (no blocked courtesy cancel, no
+    second wait for the probe), and the next call runs on a fresh server."""
+    assert hostile.call([ToolCall("stop_reading", {})])[0].text == "stopped reading"
+    t0 = time.perf_counter()
+    res = hostile.call([ToolCall("ok", {"text": "x" * 190_000})])[0]
+    took = time.perf_counter() - t0
+    assert res.error in ("timeout", "server_died") and took < TIMEOUT + 1.5, (took, res.text)
+    assert hostile.call([ToolCall("ok", {"text": "next"})])[0].text == "ok:next"
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_server_to_client_requests_in_flight_are_bounded(hostile):
+    """20,000 requests from a server that then never reads our answers: a bounded number is being answered, the rest
+    refused or dropped, so the driver's memory stays flat; the session then ends and the next call restarts it."""
+    base, peak, done = _rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        res = hostile.call([ToolCall("server_requests", {"n": 20_000, "read": False})])[0]
+        time.sleep(1.0)  # what the session does with the requests after the call
+    finally:
+        done.set()
+        sampler.join()
+    assert res.text == "sent 20000"
+    assert peak[0] - base < 40 << 20, f"+{(peak[0] - base) >> 20} MB"
+    deadline = time.monotonic() + 3 * TIMEOUT
+    while time.monotonic() < deadline and (ok := hostile.call([ToolCall("ok", {"text": "a"})])[0]).error:
+        pass
+    assert ok.text == "ok:a"
+
+
+def test_junk_on_stdout_gives_a_bounded_number_of_warnings(hostile, caplog):
+    logger = logging.getLogger("aworld_gym.mcp.stdio")
+    logger.addHandler(caplog.handler)  # records from the hub's loop thread, whatever the logging config
+    try:
+        with caplog.at_level(logging.WARNING, logger="aworld_gym.mcp.stdio"):
+            assert hostile.call([ToolCall("junk", {"n": 10_000})])[0].text == "junked"
+            hostile.close()
+    finally:
+        logger.removeHandler(caplog.handler)
+    records = list({id(r): r for r in caplog.records if r.name == "aworld_gym.mcp.stdio"}.values())
+    assert 1 <= len(records) <= 10 and sum(len(r.getMessage()) for r in records) < 5000
+    assert "10000" in records[-1].getMessage()  # the count at close
+
+
+def test_a_tools_list_reply_that_cannot_be_parsed_fails_the_start_at_once(tmp_path):
+    from aworld_gym.base.errors import ServerError
+
+    t0 = time.perf_counter()
+    with pytest.raises(ServerError, match="could not be parsed"):
+        ToolHub(_config(tmp_path, HOSTILE_DEEP_LIST="1")).start()
+    assert time.perf_counter() - t0 < 10
+
+
 def test_the_line_reader_is_bounded_and_linear():
     reader = LineReader(max_bytes=1000)
     big = b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "' + b"x" * 5000 + b'"}]}}\n'
@@ -110,11 +220,12 @@ def test_the_line_reader_is_bounded_and_linear():
 
 
 @pytest.mark.parametrize(
-    "tool, args, kind", [("big_output", {"chars": 40_000_000}, None), ("sleep", {"seconds": 60}, "timeout")]
+    "tool, args, kind", [("big_output", {"chars": 5_000_000}, None), ("sleep", {"seconds": 60}, "timeout")]
 )
 def test_over_streamable_http_a_huge_result_or_a_hang_leaves_the_session_working(http_url, tool, args, kind):
-    """Over HTTP a result is one response body (read linearly, no line to assemble): 40 MB arrives whole and is cut
-    to the hub's output bound; a hang times out. The next calls work either way."""
+    """Over HTTP a result is one response body (read linearly, no line to assemble): 5 M characters (a 10 MB body,
+    under the 16 MB bound on one message) arrive whole and are cut to the hub's output bound; a hang times out. The
+    next calls work either way."""
     hub = ToolHub({"mcpServers": {"d": {"type": "streamable-http", "url": http_url, "timeout": TIMEOUT}}}).start()
     try:
         t0 = time.perf_counter()
