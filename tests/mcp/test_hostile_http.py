@@ -174,3 +174,52 @@ def test_the_id_check_on_each_stream_and_the_rate_limited_warning(caplog):
     assert drops == 3 and got == [7, 7, 9]  # the null-id error answers 7; 8, "7" and 5 are dropped
     assert taken == [False, False, True, True, False, True]
     assert len(caplog.records) == 1 and "dropped" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_bomb_is_bounded_after_decoding(encoding):
+    """A 500 error whose body is ~200 kB of gzip holding 200 MB of zeros (the SDK and our refusal note read error
+    bodies whole): the bound applies to the decoded bytes, which are never expanded past it."""
+    import gzip
+    import resource
+    import zlib
+
+    import anyio
+    import httpx2
+
+    from aworld_gym.mcp.http import BodyTooLarge, bound_bodies
+
+    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+    zeros = b"\0" * (1 << 20)
+    bomb = b"".join(packer.compress(zeros) for _ in range(200)) + packer.flush()  # 200 MB, never held whole
+
+    class Body(httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            for i in range(0, len(bomb), 65536):
+                yield bomb[i : i + 65536]
+
+    def reply(request):
+        assert request.headers["accept-encoding"] == "gzip, deflate"  # no encoding we cannot decode under the bound
+        headers = {"content-encoding": encoding, "content-type": "application/json"}
+        return httpx2.Response(500, headers=headers, stream=Body())
+
+    async def main():
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(reply)) as http:
+            bound_bodies(http, max_bytes=1 << 20)
+            async with http.stream("POST", "http://x/mcp", json={}) as response:
+                with pytest.raises(BodyTooLarge):
+                    await response.aread()
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: httpx2.Response(
+                200, headers={"content-encoding": encoding}, stream=Small()))) as http:  # fmt: skip
+            bound_bodies(http, max_bytes=1 << 20)
+            return (await http.post("http://x/mcp", json={})).json()
+
+    small = gzip.compress(b'{"ok": 1}') if encoding == "gzip" else zlib.compress(b'{"ok": 1}')
+
+    class Small(httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            yield small
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert anyio.run(main) == {"ok": 1}  # a small compressed reply still reads
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # kB: the 200 MB never existed
