@@ -34,6 +34,7 @@ TOOLS = {
     "flood": {"n": {"type": "integer"}},
     "garbage": {},
     "wrong_id": {},
+    "late": {"s": {"type": "number"}},
     "hang": {},
     "die": {},
     "nul_error": {},
@@ -140,6 +141,9 @@ def call(rid: object, name: str, args: dict) -> None:
             sys.stdout.buffer.flush()
     elif name == "wrong_id":
         result(987654321, [{"type": "text", "text": "for somebody else"}])
+    elif name == "late":
+        time.sleep(float(args.get("s", 5)))
+        result(rid, [{"type": "text", "text": "LATE reply"}])
     elif name == "hang":
         pass
     elif name == "die":

@@ -14,6 +14,7 @@ from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
 from aworld_gym.mcp.errlog import CappedLog
+from aworld_gym.mcp.replies import ReplyDrops
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._stderr = CappedLog()  # a (stdio) server's stderr, bounded on disk
+        self.reply_drops = ReplyDrops(spec.name)  # late and forged replies dropped by the transport, across restarts
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last characters the (stdio) server wrote to stderr."""
@@ -55,12 +57,15 @@ class Connection:
         if spec.type == "stdio":
             from mcp import StdioServerParameters
 
-            from aworld_gym.mcp.stdio import bounded_stdio_client
+            from aworld_gym.mcp.stdio import WRITE_TIMEOUT_S, bounded_stdio_client
 
             params = StdioServerParameters(
                 command=spec.command or "", args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd
             )
-            return bounded_stdio_client(params, errlog=self._stderr.file), []
+            # a write the server has not taken within the call timeout (at least 5 s) ends the session
+            write_timeout = max(WRITE_TIMEOUT_S, spec.timeout or 0.0)
+            return bounded_stdio_client(params, errlog=self._stderr.file, drops=self.reply_drops,
+                                        write_timeout=write_timeout), []  # fmt: skip
         import httpx2
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -89,7 +94,7 @@ class Connection:
                 httpx_client_factory=http_client,
                 auth=auth,
             ), []
-        from aworld_gym.mcp.http import ReplyDrops, bounded_http_client
+        from aworld_gym.mcp.http import bounded_http_client
 
         timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
         if spec.socket:  # a local server on a Unix socket (its file permissions are the authentication)
@@ -100,7 +105,6 @@ class Connection:
             http = http_client(headers=dict(spec.headers) or None, timeout=timeout, auth=auth)
         # Replies checked against their request id (late and forged ones dropped and counted, across reconnects) and
         # bodies bounded like stdio messages: aworld_gym.mcp.http.
-        self.reply_drops: ReplyDrops = getattr(self, "reply_drops", None) or ReplyDrops(spec.name)
         return bounded_http_client(spec.url or "", http, drops=self.reply_drops), [http]
 
     async def _note_refusal(self, response: Any) -> None:

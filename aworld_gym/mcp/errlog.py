@@ -1,15 +1,17 @@
 """A stdio server's stderr, kept on disk with a bound: a server that writes gigabytes of logs must not fill the disk.
 
 The server writes to the file directly (no copy through this process, no cost per write). The file is opened for
-appending, so after :meth:`CappedLog.trim` cuts it to its tail the server's next writes land after that tail (an
-appending writer ignores the file offset). One daemon thread per process trims every open log every ``CHECK_S``
+appending; :meth:`CappedLog.trim` frees its head by punching a hole (atomic with the server's appends; where the file
+system cannot, it cuts the file and writes the tail back, and the server's next writes land after that tail, an
+appending writer ignoring the file offset). One daemon thread per process trims every open log every ``CHECK_S``
 seconds (a hub's loop runs only while a call is in flight, and a server can write between steps), and a read of the
-tail trims first; a few lines written during a trim can be lost, which a log tail can afford.
+tail trims first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import os
 import tempfile
@@ -42,15 +44,20 @@ class CappedLog:
         self.check_s = CHECK_S if check_s is None else check_s
         self.file: IO[bytes] = _unnamed_append_file()
         self.trimmed_bytes = 0
+        self._punched = 0  # the length of the hole at the file's head
         self._checked = 0.0
         self._lock = threading.Lock()  # a trim never runs on a closed (perhaps reused) file descriptor
         _janitor.add(self)
 
     def size(self) -> int:
+        """The bytes the file takes on disk (its length minus the holes a trim punched)."""
         try:
-            return os.fstat(self.file.fileno()).st_size
+            return os.fstat(self.file.fileno()).st_blocks * 512
         except (OSError, ValueError):
             return 0
+
+    def _length(self) -> int:
+        return os.fstat(self.file.fileno()).st_size
 
     def maybe_trim(self) -> None:
         """Cut the file if it is over the bound and no check ran in the last ``check_s`` seconds."""
@@ -60,25 +67,36 @@ class CappedLog:
             self.trim()
 
     def trim(self) -> None:
-        """Cut the file to its last ``keep_bytes`` if it holds more than ``max_bytes``."""
+        """Free all but the last ``keep_bytes`` if the file takes more than ``max_bytes`` on disk.
+
+        Where the file system can (ext4, xfs, tmpfs...), the head is punched out as a hole: atomic with the server's
+        appends, nothing lost or reordered, the length unchanged. Elsewhere the file is cut and its tail written
+        back (a few lines written meanwhile can be lost or land before the tail).
+        """
         with self._lock, contextlib.suppress(OSError, ValueError):
-            size = self.size()
-            if size <= self.max_bytes:
+            if self.size() <= self.max_bytes:
                 return
             fd = self.file.fileno()
-            tail = os.pread(fd, self.keep_bytes, size - self.keep_bytes)
+            length = self._length()
+            head = (length - self.keep_bytes) // 4096 * 4096  # whole blocks: a partial one would stay allocated
+            if head > 0 and _punch_hole(fd, head):
+                self.trimmed_bytes += head - self._punched
+                self._punched = head
+                return
+            tail = os.pread(fd, self.keep_bytes, length - self.keep_bytes)
             cut = tail.find(b"\n")  # start at a line
             tail = tail[cut + 1 :] if 0 <= cut < len(tail) - 1 else tail
             os.ftruncate(fd, 0)
             os.write(fd, b"[... earlier stderr dropped]\n" + tail)
-            self.trimmed_bytes += size - len(tail)
+            self.trimmed_bytes += length - len(tail)
+            self._punched = 0
 
     def tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters (about) the server wrote, stripped."""
         with contextlib.suppress(OSError, ValueError):
             self.maybe_trim()
-            size = self.size()
-            data = os.pread(self.file.fileno(), limit, max(0, size - limit))
+            length = self._length()
+            data = os.pread(self.file.fileno(), limit, max(0, length - limit))
             return data.decode("utf-8", "replace").strip()
         return ""
 
@@ -115,6 +133,19 @@ class _Janitor:
 
 
 _janitor = _Janitor()
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+def _punch_hole(fd: int, length: int) -> bool:
+    """Free the first ``length`` bytes of ``fd`` (a hole reads as zeros); False where the file system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        return libc.fallocate(fd, mode, ctypes.c_longlong(0), ctypes.c_longlong(length)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _unnamed_append_file() -> IO[bytes]:

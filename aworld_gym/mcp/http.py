@@ -21,9 +21,7 @@ Everything else is the SDK's transport: :func:`bounded_http_client` takes the pl
 from __future__ import annotations
 
 import logging
-import math
 import re
-import time
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -46,12 +44,12 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
-from aworld_gym.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, too_large
+from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, too_large
+from aworld_gym.mcp.replies import ReplyDrops, same_id
 
 logger = logging.getLogger(__name__)
 
 WRONG_ID = -32098  # a server-error code of our own: the server's only answer to a request named another request
-LOG_EVERY_S = 60.0
 _SSE_OVER = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
 
 
@@ -151,34 +149,6 @@ async def read_bounded(response: httpx2.Response, limit: int) -> bytes:
     return b"".join(parts)
 
 
-class ReplyDrops:
-    """Replies dropped because they did not answer the request whose stream or body carried them (late replies of
-    abandoned calls, forged ids). ``count`` is their number; the warning is logged at most once a minute."""
-
-    def __init__(self, server: str = "") -> None:
-        self.server = server
-        self.count = 0
-        self._logged_at = -math.inf
-        self._unlogged = 0
-
-    def drop(self, got: RequestId | None, where: str) -> None:
-        """Count a reply for id ``got`` dropped from ``where``, and log it (rate-limited)."""
-        self.count += 1
-        now = time.monotonic()
-        if now - self._logged_at < LOG_EVERY_S:
-            self._unlogged += 1
-            return
-        more = f" ({self._unlogged} more since the last warning)" if self._unlogged else ""
-        logger.warning("MCP server %r sent a reply for id %r on %s; dropped%s (%d in all)",
-                       self.server, got, where, more, self.count)  # fmt: skip
-        self._logged_at, self._unlogged = now, 0
-
-
-def same_id(got: RequestId | None, want: RequestId | None) -> bool:
-    """Whether two JSON-RPC ids are the same id (``"1"`` is not ``1``)."""
-    return type(got) is type(want) and got == want
-
-
 def wrong_id(request_id: RequestId, got: RequestId | None) -> SessionMessage:
     """The error that answers ``request_id`` when its only reply named another request."""
     text = f"the server answered with a reply for another request (id {got!r}), not this one; dropped"
@@ -193,7 +163,7 @@ class BoundedHTTPTransport(StreamableHTTPTransport):
     ) -> None:
         super().__init__(url, max_sse_event_size=max_message_bytes)
         self.max_message_bytes = max_message_bytes
-        self.drops = drops if drops is not None else ReplyDrops(url)
+        self.drops = drops if drops is not None else ReplyDrops(url, logger)
 
     async def _handle_sse_event(
         self,

@@ -8,6 +8,8 @@ and bounds everything else a server can do to it:
 - **writes have a deadline** (``write_timeout``): a server that stops reading its input leaves our write blocked;
   then the session ends at once (its read stream is closed, so every waiting request fails and the hub restarts the
   server), and notifications (a courtesy cancel) never wait for the pipe at all;
+- **a reply is taken only for a request of ours in flight**: a late reply to an abandoned (cancelled) call or an id
+  nobody asked for is dropped and counted (:class:`~aworld_gym.mcp.replies.ReplyDrops`), as over HTTP;
 - **server-to-client requests in flight are bounded** (``MAX_SERVER_REQUESTS``): the excess is answered at once with
   a JSON-RPC error (or, when even that cannot be queued, dropped and counted);
 - **the server's exit ends the session at once**: a watcher waits for the process, and when it exits the output
@@ -41,6 +43,7 @@ from mcp.shared.message import SessionMessage
 
 from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, TOO_LARGE, LineReader, Warnings, message_id, too_large
 from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv, pipe_inode
+from aworld_gym.mcp.replies import ReplyDrops
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "TOO_LARGE", "LineReader", "bounded_stdio_client", "message_id", "too_large"]
 
@@ -63,10 +66,18 @@ class Outbox:
     def __init__(self, send: MemoryObjectSendStream[SessionMessage]) -> None:
         self._send = send
         self.dropped = 0
+        self.waiting: set[tuple[type, Any]] = set()  # (type, id) of our requests not answered yet ("1" is not 1)
 
     async def send(self, item: SessionMessage, /) -> None:
-        """Queue ``item`` for the server."""
-        if isinstance(item.message, types.JSONRPCNotification):
+        """Queue ``item`` for the server (a request is remembered as waiting; a cancel forgets its request, so a
+        late reply to it is dropped and counted)."""
+        msg = item.message
+        if isinstance(msg, types.JSONRPCRequest):
+            self.waiting.add((type(msg.id), msg.id))
+        elif isinstance(msg, types.JSONRPCNotification) and msg.method == "notifications/cancelled":
+            rid = (msg.params or {}).get("requestId")
+            self.waiting.discard((type(rid), rid))
+        if isinstance(msg, types.JSONRPCNotification):
             try:
                 self._send.send_nowait(item)
             except anyio.WouldBlock:
@@ -131,8 +142,11 @@ async def bounded_stdio_client(
     errlog: TextIO = sys.stderr,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     write_timeout: float = WRITE_TIMEOUT_S,
+    drops: ReplyDrops | None = None,
 ) -> AsyncGenerator[Any, None]:
-    """A stdio transport for ``mcp.Client`` (same streams as the SDK's), bounded as the module says."""
+    """A stdio transport for ``mcp.Client`` (same streams as the SDK's), bounded as the module says; replies to no
+    request of ours in flight (late, forged) are dropped and counted in ``drops``."""
+    drops = drops if drops is not None else ReplyDrops(server.command, logger)
     marker = os.urandom(8).hex()
     env = get_default_environment() | (server.env or {}) | {MARKER: marker}
     argv = launch_argv([server.command, *server.args])
@@ -159,6 +173,12 @@ async def bounded_stdio_client(
             state.server_requests.add(msg.id)
         elif isinstance(msg, types.JSONRPCNotification) and msg.method == "notifications/cancelled":
             state.server_requests.discard((msg.params or {}).get("requestId"))
+        elif isinstance(msg, types.JSONRPCResponse | types.JSONRPCError) and msg.id is not None:
+            key = (type(msg.id), msg.id)
+            if key not in outbox.waiting:  # a late reply of an abandoned call, or an id nobody asked for
+                drops.drop(msg.id, "stdout")
+                return
+            outbox.waiting.discard(key)
         await read_writer.send(message)
 
     async def stdout_reader() -> None:

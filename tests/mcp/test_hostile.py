@@ -79,6 +79,18 @@ def test_a_hostile_reply_ends_its_call_and_the_next_calls_work(hostile, case):
         assert time.perf_counter() - t0 < 3.0
 
 
+def test_late_and_forged_replies_are_dropped_and_counted(hostile):
+    """A reply to an id nobody asked for, and one to a call abandoned at its timeout (and cancelled), never reach a
+    caller: both are dropped and counted, as over HTTP (tests/mcp/test_hostile_http.py)."""
+    conn = hostile._conns[0]
+    assert conn.reply_drops.count == 0
+    assert hostile.call([ToolCall("wrong_id", {})])[0].error == "timeout"
+    assert hostile.call([ToolCall("late", {"s": TIMEOUT + 0.5})])[0].error == "timeout"
+    time.sleep(1.0)  # the late reply is on the pipe now (read when the next call runs the hub's loop)
+    ok = hostile.call([ToolCall("ok", {"text": "mine"})])[0]
+    assert (ok.error, ok.text) == (None, "ok:mine") and conn.reply_drops.count == 2
+
+
 def test_a_timed_out_call_is_cancelled_at_the_server(hostile):
     res = hostile.call([ToolCall("hang", {})])[0]
     assert res.error == "timeout"

@@ -1,0 +1,48 @@
+"""Replies a transport dropped because they answered no request of ours: late replies of abandoned calls, forged
+ids. Every transport takes a response only for a request of its own still waiting (streamable HTTP: the request
+whose stream or body carries it; stdio: any request in flight), and counts the rest here."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from mcp_types import RequestId
+
+LOG_EVERY_S = 60.0
+_logger = logging.getLogger(__name__)
+
+
+class ReplyDrops:
+    """Replies dropped because they answered no request of ours waiting for them (late replies of abandoned calls,
+    forged ids). ``count`` is their number; the warning is logged at most once a minute.
+
+    Args:
+        server: the server's name (or URL), for the warning.
+        log: the logger the warning goes to (default: this module's).
+    """
+
+    def __init__(self, server: str = "", log: logging.Logger | None = None) -> None:
+        self.server = server
+        self.log = log or _logger
+        self.count = 0
+        self._logged_at = -math.inf
+        self._unlogged = 0
+
+    def drop(self, got: RequestId | None, where: str) -> None:
+        """Count a reply for id ``got`` dropped from ``where``, and log it (rate-limited)."""
+        self.count += 1
+        now = time.monotonic()
+        if now - self._logged_at < LOG_EVERY_S:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more since the last warning)" if self._unlogged else ""
+        self.log.warning("MCP server %r sent a reply for id %r on %s; dropped%s (%d in all)",
+                         self.server, got, where, more, self.count)  # fmt: skip
+        self._logged_at, self._unlogged = now, 0
+
+
+def same_id(got: RequestId | None, want: RequestId | None) -> bool:
+    """Whether two JSON-RPC ids are the same id (``"1"`` is not ``1``)."""
+    return type(got) is type(want) and got == want
