@@ -2,7 +2,7 @@
 
 Tools: ``ok(text)`` answers normally; ``huge(mb)`` answers with an ``mb`` MB text; ``flood(n)`` sends ``n`` log
 notifications before its result; ``garbage()`` writes a non-JSON line and never answers; ``wrong_id()`` answers
-with an id nobody asked for; ``hang()`` never answers; ``die()`` exits mid-call; ``nul_error()`` answers with a
+with an id nobody asked for; ``late(s)`` answers after ``s`` seconds; ``hang()`` never answers; ``die()`` exits mid-call; ``nul_error()`` answers with a
 JSON-RPC error whose message holds a NUL byte and control characters; ``weird()`` returns content items of
 unknown type and an image with bad base64; ``empty_error()`` answers ``isError: true`` with no content.
 
