@@ -187,5 +187,6 @@ def run_mixed(work: Path, episodes: int, concurrency: int = 16, endpoint_faults:
         "written_before_driver_kill": written_before_kill, "left_after_driver_kill": left_after_kill,
         "terminations": dict(ends), "mismatches": mismatches, "timed_out_instead": dict(slow),
         "actor_crashes": sum("ActorDiedError" in (r.get("error") or "") for r in rows), "policy_errors": policy_errors,
+        "actor_reruns": sum(int(r.get("actor_attempts") or 1) > 1 for r in rows),
         "orphans": [p.pid for p in marked(marker)],
     }  # fmt: skip

@@ -1,19 +1,39 @@
-"""The Ray engine: a pool of episode actors over the cluster, each running env slots on its own event loop."""
+"""The Ray engine: episodes on a pool of Ray actors over the cluster, each running many episodes on its own loop.
+
+Two ways to use it:
+
+- **One-shot** (``collect(..., engine=RayEngine(...))`` or ``engine="ray"``): each run starts its actors and closes
+  them at its end.
+- **Warm** (``with RayEngine(...) as engine:``, or ``engine.start()`` ... ``engine.close()``): the actors start once
+  and stay until ``close()``; every ``collect`` / ``stream`` / ``stream_groups`` call given this engine runs on them,
+  and an actor keeps its envs (their MCP sessions and server processes) and policies from one run to the next while
+  the env and policy factories pickle to the same bytes. A trainer keeps one engine across its steps.
+
+Jobs go to the actors in batches (as many as an actor has free slots, one call) and records come back in batches
+(whatever finished since the last reply, one call). **Lost actors and nodes**: a job whose actor dies (its process
+killed, its node removed) is run again on another actor, at most ``job_retries`` more times, and recorded as
+``env_crash`` (status ``void``) only after that; the replacement actor goes to an alive node. Execution is
+at-least-once (an episode cut short by the loss ran partly: its side effects are the env's business); records are
+exactly once: the engine keeps one record per job and drops any later one (``last_run.duplicates``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import math
-import os
+import time
+from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.engines import Work
 from aworld_gym.rollout.jobs import Job
-from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.pool import EnvPool, failed_trajectory
+from aworld_gym.rollout.pool import failed_trajectory
+from aworld_gym.rollout.ray_pool import ActorPool
+from aworld_gym.rollout.ray_worker import Spec
+
+__all__ = ["RayEngine", "RunStats", "init_ray", "spread"]
 
 
 def init_ray(address: str | None = None) -> Any:
@@ -26,12 +46,7 @@ def init_ray(address: str | None = None) -> Any:
 
 
 def spread(i: int) -> Any:
-    """A scheduling strategy that puts actor ``i`` on the ``i``-th alive node (round robin).
-
-    Ray's ``SPREAD`` and soft node affinity are best effort and were seen to pile zero-CPU actors onto one node; hard
-    affinity to a node alive now is exact. A node that dies later takes its actors with it: their episodes are
-    recorded as ``env_crash`` and the replacements are placed on the nodes still alive.
-    """
+    """A scheduling strategy that puts actor ``i`` on the ``i``-th alive node (round robin, hard node affinity)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -41,104 +56,235 @@ def spread(i: int) -> Any:
     return NodeAffinitySchedulingStrategy(node_id=nodes[i % len(nodes)], soft=False)
 
 
-class EpisodeWorker:
-    """A Ray actor: runs up to ``slots`` episodes at once on an env pool of its own (one asyncio loop; a finished
-    episode frees its env and its policy at once)."""
+@dataclass
+class RunStats:
+    """What one run on the pool did, per job index: for tests, benchmarks and post-mortems."""
 
-    def __init__(self, work: Work, slots: int, timeout: float | None) -> None:
-        import aworld_gym  # noqa: F401 - registers the ids in this worker process
+    jobs: int = 0
+    attempts: dict[int, list[str]] = field(default_factory=dict)  # the node of every dispatch of each job
+    recorded_on: dict[int, str] = field(default_factory=dict)  # the node whose record was kept ("" if none ran)
+    gave_up: list[int] = field(default_factory=list)  # recorded as env_crash after job_retries re-runs
+    actors_lost: int = 0
+    duplicates: int = 0  # records of a job already recorded, dropped
+    batches: int = 0  # submit calls
+    replies: int = 0  # drain replies with records
+    wall_s: float = 0.0
+    first_record_s: float | None = None
 
-        self.work, self.timeout, self.slots = work, timeout, slots
-        self.pool = EnvPool(work.make, max_idle=slots)
-        self._policies: list[Policy] = []
-
-    def node(self) -> tuple[str, int]:
-        import ray
-
-        return ray.get_runtime_context().get_node_id(), os.getpid()
-
-    async def run(self, job: Job) -> dict[str, Any]:
-        """One episode; its trajectory's record (what crosses the process boundary)."""
-        policy = self._policies.pop() if self._policies else self.work.policy()
-        try:
-            return (await self.work.run(self.pool, policy, job, policy_timeout_s=self.timeout)).to_record()
-        finally:
-            self._policies.append(policy)
-
-    async def close(self) -> None:
-        """Close every env of this actor (their sessions and server processes)."""
-        await self.pool.aclose()
+    @property
+    def reruns(self) -> dict[int, list[str]]:
+        """The jobs dispatched more than once, with the node of each dispatch."""
+        return {i: nodes for i, nodes in self.attempts.items() if len(nodes) > 1}
 
 
 @dataclass
 class RayEngine:
-    """Episodes on a pool of Ray actors.
+    """Episodes on a pool of Ray actors (see the module's docstring for one-shot and warm use).
 
     Args:
-        concurrency: episodes in flight over the whole pool.
+        concurrency: episodes in flight over the whole pool (split into the actors' slots).
         address: the cluster to join (``None``: a new private local one; ``"auto"``: the running one).
-        actors: actors in the pool (default: the cluster's CPUs, at most ``concurrency``); each runs
-            ``ceil(concurrency / actors)`` env slots. A dead actor loses only its in-flight episodes (recorded as
-            ``env_crash``) and is replaced.
+        actors: actors in the pool, shared over the nodes in proportion to their CPUs (default: ``actors_per_cpu``
+            per CPU of each node); never more than ``concurrency`` (nor, one-shot, than the run's episodes).
         policy_timeout_s: a policy turn that takes longer ends its episode as ``policy_error``.
+        actors_per_cpu: actors per CPU of each node when ``actors`` is not given (at least one per node).
+        job_retries: how many times a job whose actor was lost is run again (on another actor) before it is
+            recorded as ``env_crash``.
+        linger_s: how long an actor holds a finished record for others to send with it.
     """
 
     concurrency: int = 8
     address: str | None = None
     actors: int | None = None
     policy_timeout_s: float | None = None
+    actors_per_cpu: float = 1.0
+    job_retries: int = 2
+    linger_s: float = 0.002
     name = "ray"
+    last_run: RunStats | None = field(default=None, init=False, repr=False)
+    _pool: ActorPool | None = field(default=None, init=False, repr=False)
+    _busy: bool = field(default=False, init=False, repr=False)
+    _runs: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if self.job_retries < 0:
+            raise ValueError("job_retries must be at least 0")
 
-    async def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
+    # ----- the warm pool --------------------------------------------------------------------------------------
+    def start(self, timeout: float = 300.0) -> RayEngine:
+        """Start the actors now and keep them until :meth:`close` (idempotent); blocks until every one is up."""
+        if self._pool is None:
+            pool = self._new_pool(None)
+            try:
+                pool.wait_ready(timeout)
+            except BaseException:
+                pool.close()
+                raise
+            self._pool = pool
+        return self
+
+    @property
+    def warm(self) -> bool:
+        """Whether a started pool is waiting for runs."""
+        return self._pool is not None
+
+    @property
+    def pool(self) -> ActorPool | None:
+        """The started pool (``None`` until :meth:`start`)."""
+        return self._pool
+
+    def close(self) -> None:
+        """Close every actor's envs and stop the actors (idempotent; a later run starts a one-shot pool)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> RayEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _new_pool(self, most: int | None) -> ActorPool:
         ray = init_ray(self.address)
-        from ray.exceptions import RayActorError
+        return ActorPool(ray, self.concurrency, self.actors, self.actors_per_cpu, most, self.linger_s)
 
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        n_actors = max(1, min(self.actors or cpus, self.concurrency, len(work.jobs)))
-        slots = math.ceil(self.concurrency / n_actors)
-        remote = ray.remote(num_cpus=0, max_concurrency=slots + 1, max_restarts=0)(EpisodeWorker)
-
-        def spawn(i: int) -> Any:
-            return remote.options(scheduling_strategy=spread(i)).remote(work, slots, self.policy_timeout_s)
-
-        actors = [spawn(i) for i in range(n_actors)]
-        load = dict.fromkeys(range(n_actors), 0)
-        pending: dict[asyncio.Future[Any], tuple[Job, int, Any]] = {}
-        queue = list(reversed(work.jobs))
+    # ----- a run ----------------------------------------------------------------------------------------------
+    async def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
+        """``(job, trajectory)`` for every job of ``work``, in the order they finish (once each)."""
+        if self._busy:
+            raise RuntimeError("this RayEngine is running another rollout: one run at a time per engine")
+        if not work.jobs:
+            return
+        self._busy = True
+        one_shot = self._pool is None
         try:
-            while queue or pending:
-                while queue and len(pending) < self.concurrency:
-                    i = min(load, key=load.__getitem__)
-                    job = queue.pop()
-                    ref = actors[i].run.remote(job)
-                    pending[asyncio.wrap_future(ref.future())] = (job, i, actors[i])
-                    load[i] += 1
-                done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
-                for fut in done:
-                    job, i, actor = pending.pop(fut)
-                    load[i] -= 1
-                    try:
-                        traj = Trajectory.from_record(fut.result())
-                    except Exception as exc:  # noqa: BLE001 - a dead actor, a lost object, a failed task: data
-                        traj = failed_trajectory(work.env_id, Termination.ENV_CRASH, exc, task_id=work.task_id(job),
-                                                 seed=job.seed, sample=job.sample, group=str(job.group))  # fmt: skip
-                        if isinstance(exc, RayActorError) and actors[i] is actor:
-                            actors[i] = spawn(i)  # replaced once; its other in-flight episodes surface as env_crash
-                    if traj.task_id is None:
-                        traj.task_id = work.task_id(job)
-                    yield job, traj
+            pool = self._new_pool(len(work.jobs)) if one_shot else self._pool
+            assert pool is not None
+            try:
+                async for item in self._dispatch(pool, work):
+                    yield item
+            finally:
+                if one_shot:
+                    await asyncio.shield(asyncio.to_thread(pool.close))
         finally:
-            for fut in pending:
+            self._busy = False
+
+    async def _dispatch(self, pool: ActorPool, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
+        ray = pool.ray
+        self._runs += 1
+        run_id = (id(self) << 16) + self._runs
+        spec = Spec.of(work, self.policy_timeout_s)
+        ref = ray.put(spec)
+        stats = self.last_run = RunStats(jobs=len(work.jobs))
+        jobs = {j.index: j for j in work.jobs}
+        queue: deque[Job] = deque(work.jobs)
+        assigned: list[dict[int, Job]] = [{} for _ in pool.members]
+        waiting: dict[asyncio.Future[Any], tuple[str, int, int, str]] = {}  # -> (kind, actor, generation, node)
+        draining: set[int] = set()
+        done: set[int] = set()
+        t0 = time.perf_counter()
+
+        def watch(kind: str, i: int, obj: Any) -> None:
+            member = pool.members[i]
+            waiting[asyncio.wrap_future(obj.future())] = (kind, i, member.generation, member.node)
+
+        def lose(i: int, exc: BaseException) -> list[tuple[Job, Trajectory]]:
+            """Actor ``i`` is lost: replace it, queue its jobs again (or give up on those out of retries)."""
+            pool.replace(i)
+            stats.actors_lost += 1
+            draining.discard(i)
+            crashed = []
+            for job in sorted(assigned[i].values(), key=lambda j: j.index, reverse=True):
+                if job.index in done:
+                    continue
+                if len(stats.attempts[job.index]) > self.job_retries:
+                    stats.gave_up.append(job.index)
+                    crashed.append(finish(job, self._crashed(work, job, exc, len(stats.attempts[job.index])), ""))
+                else:
+                    queue.appendleft(job)
+            assigned[i] = {}
+            return crashed
+
+        def finish(job: Job, traj: Trajectory, node: str) -> tuple[Job, Trajectory]:
+            done.add(job.index)
+            stats.recorded_on[job.index] = node
+            if stats.first_record_s is None:
+                stats.first_record_s = time.perf_counter() - t0
+            if traj.task_id is None:
+                traj.task_id = work.task_id(job)
+            if len(stats.attempts.get(job.index, ())) > 1:
+                traj.extra["actor_attempts"] = len(stats.attempts[job.index])
+            return job, traj
+
+        try:
+            while len(done) < len(jobs):
+                for i, member in enumerate(pool.members):
+                    free = member.slots - len(assigned[i])
+                    batch: list[Job] = []
+                    while queue and len(batch) < free:
+                        job = queue.popleft()
+                        if job.index not in done:
+                            batch.append(job)
+                    if batch:
+                        for job in batch:
+                            assigned[i][job.index] = job
+                            stats.attempts.setdefault(job.index, []).append(member.node)
+                        stats.batches += 1
+                        watch("submit", i, member.handle.submit.remote(run_id, [ref], spec.env_key,
+                                                                       spec.policy_key, batch))  # fmt: skip
+                    if assigned[i] and i not in draining:
+                        draining.add(i)
+                        watch("drain", i, member.handle.drain.remote(run_id))
+                if not waiting:
+                    raise RuntimeError("the Ray engine has jobs left but nothing running (a bug)")
+                ready, _ = await asyncio.wait(list(waiting), return_when=asyncio.FIRST_COMPLETED)
+                for fut in ready:
+                    kind, i, generation, node = waiting.pop(fut)
+                    current = pool.members[i].generation == generation
+                    if kind == "drain" and current:
+                        draining.discard(i)
+                    try:
+                        results = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - a dead or unreachable actor, a lost node
+                        if current:  # a stale incarnation's failure was handled when it was replaced
+                            for item in lose(i, exc):
+                                yield item
+                        continue
+                    if kind == "submit":
+                        continue
+                    stats.replies += 1
+                    for index, record, error in results:
+                        if current:
+                            assigned[i].pop(index, None)
+                        if index in done:
+                            stats.duplicates += 1
+                            continue
+                        job = jobs[index]
+                        if record is None:
+                            traj = self._crashed(work, job, RuntimeError(error or "no record"), 1)
+                        else:
+                            traj = Trajectory.from_record(record)
+                        yield finish(job, traj, node)
+        finally:
+            stats.wall_s = time.perf_counter() - t0
+            for fut in waiting:
                 fut.cancel()
-            await asyncio.shield(asyncio.to_thread(_close_actors, ray, actors))
+            if len(done) < len(jobs) and pool.members:  # the consumer left early: stop this run's episodes
+                await asyncio.shield(asyncio.to_thread(_cancel, ray, pool, run_id))
+
+    @staticmethod
+    def _crashed(work: Work, job: Job, exc: BaseException, attempts: int) -> Trajectory:
+        traj = failed_trajectory(work.env_id, Termination.ENV_CRASH, exc, task_id=work.task_id(job), seed=job.seed,
+                                 sample=job.sample, group=str(job.group))  # fmt: skip
+        if attempts > 1:
+            traj.extra["actor_attempts"] = attempts
+        return traj
 
 
-def _close_actors(ray: Any, actors: list[Any]) -> None:
-    closing = [a.close.remote() for a in actors]
-    ray.wait(closing, num_returns=len(closing), timeout=30)  # let envs stop their servers first
-    for actor in actors:
-        ray.kill(actor)
+def _cancel(ray: Any, pool: ActorPool, run_id: int) -> None:
+    """Cancel a run's episodes on every actor (a warm pool stays clean for the next run)."""
+    refs = [m.handle.cancel.remote(run_id) for m in pool.members]
+    ray.wait(refs, num_returns=len(refs), timeout=30)

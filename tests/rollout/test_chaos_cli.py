@@ -25,7 +25,9 @@ def test_all_fault_families_in_one_run_lose_nothing_and_leave_nothing(tmp_path):
     ends = r["terminations"]
     assert "none" not in ends and set(ends) <= {"answer", "tool_timeout", "env_crash", "policy_error"}, ends
     assert not r["mismatches"], r["mismatches"][:5]  # each tool fault shows as its error kind
-    assert injected["actor_kills"] >= 1 and 1 <= r["actor_crashes"] <= 8 * injected["actor_kills"], r
+    # A killed actor's episodes run again elsewhere (recorded once, with actor_attempts); env_crash only past retries.
+    assert injected["actor_kills"] >= 1 and r["actor_reruns"] + r["actor_crashes"] >= 1, r
+    assert r["actor_crashes"] <= 8 * injected["actor_kills"], r
     assert sum(injected["endpoint"].values()) >= 1
     # 429, 500, dropped connections and hangs are retried; a non-JSON 200 is not: it ends its episode, readably.
     assert len(r["policy_errors"]) <= injected["endpoint"].get("garbage", 0)

@@ -26,10 +26,24 @@ def ray_local():
 
 
 class DyingPolicy(PlanPolicy):
-    """Kills its own worker process (the Ray actor) when it meets task add-3."""
+    """Kills its own worker process (the Ray actor) whenever it meets task add-3."""
 
     def decide(self, env):
         if env.task.id == "add-3":
+            os._exit(1)
+        return super().decide(env)
+
+
+class DiesOncePolicy(PlanPolicy):
+    """Kills its worker process the first time any actor meets task add-3 (a marker file says it happened)."""
+
+    def __init__(self, marker: str, **kw):
+        super().__init__(**kw)
+        self.marker = marker
+
+    def decide(self, env):
+        if env.task.id == "add-3" and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
             os._exit(1)
         return super().decide(env)
 
@@ -40,18 +54,71 @@ def test_ray_engine_collects_everything(ray_local, tmp_path):
     assert (s.recorded, s.successes, s.engine) == (12, 12, "ray")
 
 
-def test_a_killed_actor_loses_only_its_episodes(ray_local, tmp_path):
+def rows_of(path):
     import json
 
-    out = tmp_path / "k.jsonl"
-    s = collect(ENV, DyingPolicy, episodes=10, concurrency=4, engine="ray", ray_actors=2,
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_a_killed_actors_jobs_are_run_again_elsewhere(ray_local, tmp_path):
+    from aworld_gym.rollout.ray_engine import RayEngine
+
+    out, engine = tmp_path / "k.jsonl", RayEngine(concurrency=4, actors=2)
+    s = collect(ENV, functools.partial(DiesOncePolicy, str(tmp_path / "died")), episodes=10, engine=engine,
                 env_kwargs=demo_env_kwargs(10), sink=out, progress=False)  # fmt: skip
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
-    keys = [(r["task_id"], r["sample"]) for r in rows]
-    assert len(rows) == 10 and len(set(keys)) == 10  # every episode recorded, none twice
-    crashed = {r["task_id"] for r in rows if r["termination"] == "env_crash"}
-    assert "add-3" in crashed and all(r["truncated"] for r in rows if r["termination"] == "env_crash")
-    assert s.failures.get("env_crash", 0) == len(crashed) and s.successes == 10 - len(crashed) >= 6
+    rows, stats = rows_of(out), engine.last_run
+    assert len({(r["task_id"], r["sample"]) for r in rows}) == len(rows) == 10  # every episode once
+    assert s.successes == 10 and s.failures == {}  # the lost episodes re-ran: none recorded as env_crash
+    add3 = next(j for j, r in enumerate(rows) if r["task_id"] == "add-3")
+    assert rows[add3]["actor_attempts"] == 2 and stats.actors_lost == 1 and stats.duplicates == 0
+    assert len(stats.attempts[3]) == 2  # job 3 (task add-3) was dispatched twice, recorded once
+    rerun = {r["task_id"] for r in rows if r.get("actor_attempts")}  # add-3 and what shared its actor (2 slots)
+    assert "add-3" in rerun and len(rerun) <= 2 and len(stats.reruns) == len(rerun)
+
+
+def test_a_job_that_always_kills_its_actor_is_given_up_after_the_retries(ray_local, tmp_path):
+    from aworld_gym.rollout.ray_engine import RayEngine
+
+    out, engine = tmp_path / "k.jsonl", RayEngine(concurrency=2, actors=2, job_retries=1)
+    s = collect(ENV, DyingPolicy, episodes=10, engine=engine, env_kwargs=demo_env_kwargs(10), sink=out,
+                progress=False)  # fmt: skip
+    rows, stats = rows_of(out), engine.last_run
+    assert len({(r["task_id"], r["sample"]) for r in rows}) == len(rows) == 10
+    crashed = [r for r in rows if r["termination"] == "env_crash"]
+    assert [r["task_id"] for r in crashed] == ["add-3"] and crashed[0]["truncated"] and crashed[0]["status"] == "void"
+    assert "ActorDiedError" in crashed[0]["error"] and crashed[0]["actor_attempts"] == 2  # run 1 + 1 retry
+    assert s.successes == 9 and stats.actors_lost == 2 and stats.gave_up == [3] and list(stats.reruns) == [3]
+
+
+def alive(pids):
+    import psutil
+
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_warm_engine_keeps_its_actors_and_envs_across_calls(ray_local, tmp_path):
+    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.stream import stream
+    from tests.helpers import wait_until
+
+    kw = demo_env_kwargs(4)
+    with RayEngine(concurrency=4, actors=2) as engine:
+        pids = engine.pool.pids()
+        made = []
+        for step in range(3):  # a trainer's steps: one collect per step on the same engine
+            s = collect(ENV, PlanPolicy, episodes=8, group_size=2, seed=step, engine=engine, env_kwargs=kw,
+                        progress=False)  # fmt: skip
+            assert (s.recorded, s.successes) == (8, 8) and engine.last_run.batches >= 2
+            made.append(sum(i["envs_made"] for i in engine.pool.info()))
+        assert made[0] == made[1] == made[2] <= 4  # the envs of the first call served every later one
+        with stream(ENV, PlanPolicy, episodes=12, engine=engine, env_kwargs=kw) as it:  # left after 2 records
+            assert [next(it).status for _ in range(2)] == ["ok", "ok"]
+        assert wait_until(lambda: all(i["running"] == 0 for i in engine.pool.info()), 30)  # the rest was cancelled
+        s = collect(ENV, PlanPolicy, episodes=6, engine=engine, env_kwargs=kw, progress=False)
+        assert (s.recorded, s.successes, engine.last_run.duplicates) == (6, 6, 0)  # nothing of the cancelled run
+        assert engine.pool.pids() == pids  # no actor was started after the first
+        actors = [p for ps in pids.values() for p in ps]
+    assert not engine.warm and wait_until(lambda: not alive(actors), 30)  # closed: every actor process is gone
 
 
 def drive(envs, steps):

@@ -1,17 +1,20 @@
-"""A simulated multi-node Ray cluster: actors land on every node, and a rollout survives losing a node."""
+"""A simulated 3-node Ray cluster: actors land on every node, sized from its CPUs, and a rollout that loses a node
+mid-run records every episode exactly once, the lost node's jobs re-run on the others, and leaves no process."""
 
-import functools
+import json
 import os
+import sys
 import threading
-import time
 
+import psutil
 import pytest
 
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.plan import PlanPolicy
-from tests.helpers import demo_env_kwargs
+from tests.helpers import plan_tasks, wait_until
 
 ENV = "AWorld/MCP-v0"
+EPISODES = 48
 
 
 @pytest.fixture(scope="module")
@@ -22,63 +25,74 @@ def cluster():
     os.environ["RAY_AUTH_MODE"] = "disabled"
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    fast = {"health_check_period_ms": 500, "health_check_timeout_ms": 500, "health_check_failure_threshold": 4}
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                      "_system_config": fast})  # fmt: skip
     workers = [c.add_node(num_cpus=1) for _ in range(2)]
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
-    # Warm every node up (a worker process started on each) so that placement sees three ready nodes.
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    @ray.remote(num_cpus=0)
-    def where() -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-    refs = [where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes]
-    assert sorted(ray.get(refs, timeout=120)) == sorted(nodes)
     yield ray, c, workers
     ray.shutdown()
     c.shutdown()
 
 
-def test_actors_spread_over_every_node(cluster):
-    ray, c, _ = cluster
-    from aworld_gym.rollout.engines import Work
-    from aworld_gym.rollout.envs import MakeEnv
-    from aworld_gym.rollout.ray_engine import EpisodeWorker, spread
-
-    remote = ray.remote(num_cpus=0)(EpisodeWorker)
-    work = Work(ENV, MakeEnv.of(ENV), PlanPolicy, [])
-    actors = [remote.options(scheduling_strategy=spread(i)).remote(work, 1, None) for i in range(6)]
-    nodes = {ray.get(a.node.remote())[0] for a in actors}
-    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-    assert nodes == alive and len(nodes) == 3
-    for a in actors:
-        ray.kill(a)
+def live(pids):
+    out = []
+    for p in pids:
+        try:
+            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
-def test_rollout_completes_after_a_node_is_removed(cluster, tmp_path):
-    import json
+def test_actors_land_on_every_node_one_per_cpu(cluster):
+    ray, _, _ = cluster
+    from aworld_gym.rollout.ray_engine import RayEngine
 
+    with RayEngine(concurrency=6, address="auto") as engine:
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        placed = [m.node for m in engine.pool.members]
+        where = {ray.get(m.handle.ready.remote())[0] for m in engine.pool.members}
+        assert sorted(placed) == sorted(alive) and where == alive  # one actor per CPU: one per node here
+        assert [m.slots for m in engine.pool.members] == [2, 2, 2]
+
+
+def test_a_node_removed_mid_run_loses_no_episode_and_doubles_none(cluster, tmp_path):
     ray, c, workers = cluster
-    out = tmp_path / "n.jsonl"
-    done = {}
+    from aworld_gym.rollout.ray_engine import RayEngine
 
-    def run():
-        done["summary"] = collect(ENV, functools.partial(PlanPolicy, latency_s=0.3), episodes=24, concurrency=6,
-                                  engine="ray", ray_address=c.address, ray_actors=3, env_kwargs=demo_env_kwargs(8),
-                                  sink=out, progress=False)  # fmt: skip
+    # One stdio calculator per actor process ("pool": 1): the lost node's server must go with it.
+    server = {"command": sys.executable, "args": ["-m", "aworld_gym.mcp.demo_server"], "pool": 1}
+    kw = {"mcp_config": {"mcpServers": {"demo": server}}, "tasks": plan_tasks(8)}
+    out, done = tmp_path / "n.jsonl", {}
+    victim = workers[1].node_id
+    with RayEngine(concurrency=12, address="auto") as engine:
 
-    t = threading.Thread(target=run)
-    t.start()
-    deadline = time.time() + 60
-    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 4):
-        time.sleep(0.2)
-    c.remove_node(workers[1])  # a node goes away mid-rollout
-    t.join(timeout=240)
-    assert not t.is_alive()
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
-    keys = {(r["task_id"], r["sample"]) for r in rows}
-    s = done["summary"]
-    assert len(rows) == 24 and len(keys) == 24 and s.recorded == 24
-    assert s.successes + s.failures.get("env_crash", 0) == 24
+        def run():
+            done["summary"] = collect(ENV, PlanPolicy(latency_s=0.3), episodes=EPISODES, engine=engine,
+                                      env_kwargs=kw, sink=out, progress=False)  # fmt: skip
+
+        t = threading.Thread(target=run)
+        t.start()
+        assert wait_until(lambda: out.exists() and len(out.read_text().splitlines()) >= 8, 120)
+        pids = engine.pool.pids()  # every actor and its server, by node
+        assert len(pids) == 3 and all(len(p) >= 2 for p in pids.values()), pids
+        c.remove_node(workers[1])  # the node goes away with its actor, its server and its episodes in flight
+        t.join(timeout=300)
+        assert not t.is_alive()
+        stats, s = engine.last_run, done["summary"]
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        # Exactly once: every job recorded once, all solved (none recorded as env_crash), nothing dropped as a double.
+        assert len(rows) == s.recorded == EPISODES and len({(r["task_id"], r["sample"]) for r in rows}) == EPISODES
+        assert s.successes == EPISODES and stats.gave_up == [] and sorted(stats.recorded_on) == list(range(EPISODES))
+        # The victim's jobs in flight ran again elsewhere: each lost attempt is on the victim, the record elsewhere.
+        lost = {i: nodes for i, nodes in stats.attempts.items() if victim in nodes and stats.recorded_on[i] != victim}
+        assert lost and stats.actors_lost == 1 and set(lost) == set(stats.reruns), (lost, stats.reruns)
+        assert all(len(n) == 2 and n[0] == victim and stats.recorded_on[i] == n[1] != victim for i, n in lost.items())
+        assert {r["actor_attempts"] for r in rows if "actor_attempts" in r} == {2} and stats.duplicates == 0
+        assert victim not in {m.node for m in engine.pool.members}  # its replacement runs on a surviving node
+        assert wait_until(lambda: not live(pids[victim]), 60), live(pids[victim])  # no orphan of the lost node
+    everything = [p for ps in pids.values() for p in ps]
+    assert wait_until(lambda: not live(everything), 60), live(everything)  # closed: no actor, no server left
