@@ -26,6 +26,7 @@ from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.guard import guarded_step, run_calls
 from aworld_gym.mcp.images import ImageLimits, image_limits
 from aworld_gym.mcp.loop import HubLoop
 from aworld_gym.mcp.namespace import RoutedTool, openai_tools, rebuild_tools, refresh_tools
@@ -318,12 +319,10 @@ class ToolHub:
         if not self._started:
             await self._astart()
         await refresh_tools(self)  # tools/list_changed: the table changes between steps, never during one
-        if len(calls) > 1 and not self.sequential:  # cap_images: the step's image limits, in call order
-            results = list(await asyncio.gather(*(self._call_one(c) for c in calls)))
-        else:
-            results = [await self._call_one(c) for c in calls]  # no extra task for the common case
+        step = run_calls(self._call_one, calls, self.sequential)  # bounded even if a call ignores its cancellation
+        results = await guarded_step(step, calls, self._conns, self._guard_timeout())
         await refresh_tools(self)
-        return cap_images(results, self.images)
+        return cap_images(results, self.images)  # the step's image limits, in call order
 
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout

@@ -27,6 +27,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +140,20 @@ def descendants(pid: int, full_scan: bool = True) -> dict[int, int] | None:
     return found
 
 
+def _tree_of(pid: int, procs: Iterable[Proc]) -> set[int]:
+    """``pid`` and its descendants among ``procs`` (by parent pid)."""
+    by_parent: dict[int, list[int]] = {}
+    for p in procs:
+        by_parent.setdefault(p.ppid, []).append(p.pid)
+    tree, todo = {pid}, [pid]
+    while todo:
+        for kid in by_parent.get(todo.pop(), []):
+            if kid not in tree:
+                tree.add(kid)
+                todo.append(kid)
+    return tree
+
+
 def pipe_inode(fd: int) -> int | None:
     """The inode of the pipe ``fd`` is an end of."""
     with contextlib.suppress(OSError):
@@ -146,13 +161,14 @@ def pipe_inode(fd: int) -> int | None:
     return None
 
 
-def pipe_holders(ends: dict[int, int]) -> dict[int, int]:
-    """Processes (not this one) holding a pipe end: ``ends`` maps a pipe's inode to the access mode of the end wanted
-    (``os.O_RDONLY`` for the server's stdin, ``os.O_WRONLY`` for its stdout); returns {pid: start time}."""
+def pipe_holders(ends: dict[int, int], pids: Iterable[int] | None = None) -> dict[int, int]:
+    """Processes (not this one; of ``pids``, default all) holding a pipe end: ``ends`` maps a pipe's inode to the
+    access mode of the end wanted (``os.O_RDONLY`` for the server's stdin, ``os.O_WRONLY`` for its stdout); returns
+    {pid: start time}."""
     links = {f"pipe:[{inode}]": mode for inode, mode in ends.items()}
     found: dict[int, int] = {}
     me = os.getpid()
-    for pid in _pids():
+    for pid in _pids() if pids is None else pids:
         if pid == me:
             continue
         fd_dir = _PROC / str(pid) / "fd"
@@ -174,11 +190,12 @@ def pipe_holders(ends: dict[int, int]) -> dict[int, int]:
     return found
 
 
-def marked(marker: bytes) -> dict[int, int]:
-    """Processes (not this one) whose environment holds ``marker`` (``NAME=value``); returns {pid: start time}."""
+def marked(marker: bytes, pids: Iterable[int] | None = None) -> dict[int, int]:
+    """Processes (not this one; of ``pids``, default all) whose environment holds ``marker`` (``NAME=value``);
+    returns {pid: start time}."""
     found: dict[int, int] = {}
     me = os.getpid()
-    for pid in _pids():
+    for pid in _pids() if pids is None else pids:
         if pid == me:
             continue
         try:
@@ -263,11 +280,17 @@ class ProcessTree:
         targets = dict(self.known)
         leader = stat(self.pid)
         recycled = leader is not None and leader.start != self.start
-        for p in all_procs():  # the session and the group keep the server's pid while a member lives
+        procs = all_procs()
+        for p in procs:  # the session and the group keep the server's pid while a member lives
             if self.leads and not recycled and (p.sid == self.pid or p.pgid == self.pid):
                 targets[p.pid] = p.start
+        # What escaped the tree is an orphan started after the server and outside our own process tree (the server
+        # has exited: its orphans went to init). Only those are read for pipes and markers: reading every process's
+        # descriptors and environment at every stop cost ~100 ms a stop on a busy machine, under the GIL.
+        ours = _tree_of(os.getpid(), procs)
+        loose = [p.pid for p in procs if p.start >= self.start and p.pid not in ours]
         if self.pipes:
-            targets.update(pipe_holders(self.pipes))
+            targets.update(pipe_holders(self.pipes, loose))
         if self.marker:
-            targets.update(marked(self.marker))
+            targets.update(marked(self.marker, loose))
         return kill(targets)

@@ -1,0 +1,47 @@
+"""A step whose calls ignore their cancellation is still bounded (aworld_gym.mcp.guard): each call has its own
+deadline, but a library that swallowed the cancellation would otherwise hang the episode and the whole rollout."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aworld_gym.core.actions import ToolCall
+from aworld_gym.mcp.functions import function_server
+from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.results import TIMEOUT
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_a_step_whose_call_swallows_its_cancellation_ends_at_the_guard(monkeypatch):
+    hub = ToolHub(servers={"tools": function_server([add])}).start()
+    try:
+        assert hub.call([ToolCall("add", {"a": 1, "b": 2})])[0].text == "3"
+        real = hub._call_one
+        swallowed = []
+
+        async def stubborn(call):  # a wait that no cancellation ends (for 3 s)
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end:
+                try:
+                    await asyncio.sleep(end - time.monotonic())
+                except asyncio.CancelledError:
+                    swallowed.append(call.name)
+            return await real(call)
+
+        monkeypatch.setattr(hub, "_call_one", stubborn)
+        monkeypatch.setattr(hub, "_guard", 0.5)
+        t0 = time.perf_counter()
+        res = hub.call([ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})])
+        took = time.perf_counter() - t0
+        assert [r.error for r in res] == [TIMEOUT, TIMEOUT] and took < 2.0, (took, res)
+        assert "did not finish within 0.5 s and was abandoned" in res[0].text
+        assert swallowed and not any(c.alive for c in hub._conns)  # cancelled, ignored it; the session restarts
+        monkeypatch.setattr(hub, "_call_one", real)
+        assert hub.call([ToolCall("add", {"a": 5, "b": 6})])[0].text == "11"  # the next step: a fresh session
+    finally:
+        hub.close()
