@@ -12,7 +12,15 @@ PIP := $(PY) -m pip
 STAMPS := .make-stamps
 EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
 
-.PHONY: run test docs setup system-deps node-deps lint bench clean
+# The main suite runs on pytest-xdist: whole files per worker, files that conflict on one worker, the slowest first
+# (tests/parallel.py). Its tests mostly wait on subprocesses (MCP servers, Chromium, Ray, model servers), hence more
+# workers than the 2 cores of our VMs (measured: README).
+WORKERS ?= 4
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+# `make test-fast`: the inner loop, unit and core tests (no browser, Ray, training or sandbox escapes).
+FAST := tests/core
+
+.PHONY: run test test-fast docs setup system-deps node-deps lint bench clean
 
 run: setup
 	$(VENV)/bin/aworld-gym rollout --env AWorld/Code-v0 --policy reference --episodes 32
@@ -20,9 +28,13 @@ run: setup
 test: setup $(STAMPS)/verl $(STAMPS)/swift docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST)
 	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_verl.py
 	$(SWIFT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/trainers/test_swift.py
+
+test-fast: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FAST)
 
 # The documentation site in site/: every page, link and API reference checked (--strict: a warning fails).
 docs: $(STAMPS)/python

@@ -6,6 +6,7 @@ import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from tests import parallel
 from tests.helpers import http_demo_server
 
 # Security tests: every test under these folders (node ids, from the root of the checkout), and any marked `security`.
@@ -22,6 +23,19 @@ def http_url():
 def sse_url():
     with http_demo_server("sse") as url:
         yield url
+
+
+# ----- pytest-xdist: whole files per worker, conflicting files on one, slow ones first (tests/parallel.py) -------
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; optional: xdist may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") == "loadfile":
+        return parallel.scheduler(config, log)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # a worker of `pytest -n N`; a plain run keeps its order
+        parallel.order(items)
 
 
 # ----- a loud list of the security tests that did not run ------------------------------------------------

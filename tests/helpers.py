@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from aworld_gym.mcp.shared import free_port
+from aworld_gym.mcp.shared import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EVERYTHING_JS = ROOT / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -41,29 +40,33 @@ def http_demo_server(transport: str = "streamable-http") -> Iterator[str]:
 
 @contextlib.contextmanager
 def http_server(args: list[str], path: str = "mcp") -> Iterator[str]:
-    """Run ``python <args> --port N`` (an HTTP MCP server on 127.0.0.1); yields ``http://127.0.0.1:N/<path>``."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, *args, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError(f"the HTTP server {args} did not start")
-        yield f"http://127.0.0.1:{port}/{path}"
-    finally:
-        proc.terminate()
+    """Run ``python <args> --port N`` (an HTTP MCP server on 127.0.0.1); yields ``http://127.0.0.1:N/<path>``.
+
+    The port is a free one the kernel picked; should another process (a parallel test worker) take it before the
+    server binds it, the server exits and is started again on another port."""
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, *args, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            up = wait_port(port, proc, 60)
+            exited = proc.poll() is not None
+            if up:
+                yield f"http://127.0.0.1:{port}/{path}"
+                return
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not exited:  # neither listening nor gone: not a lost port
+            break
+    raise RuntimeError(f"the HTTP server {args} did not start")
 
 
 def child_pids() -> set[int]:
@@ -76,6 +79,33 @@ def child_pids() -> set[int]:
             if p.status() != psutil.STATUS_ZOMBIE:
                 out.add(p.pid)
     return out
+
+
+def meeting_server(n: int, timeout: float = 60.0):
+    """A factory of in-process demo servers that also have ``meet``: a call returns "met" once ``n`` calls (to any
+    of the servers it made) are waiting at once, "alone" after ``timeout`` s. Calls that met were in flight
+    together, however slow the machine: concurrency shown without a clock."""
+    import threading
+
+    from aworld_gym.mcp.demo_server import build_server
+
+    barrier = threading.Barrier(n, timeout=timeout)
+
+    def build():
+        server = build_server()
+
+        @server.tool()
+        def meet() -> str:
+            """Wait for the other callers."""
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return "alone"
+            return "met"
+
+        return server
+
+    return build
 
 
 def wait_until(pred, timeout: float = 10.0) -> bool:
