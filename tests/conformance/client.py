@@ -31,7 +31,7 @@ SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 # metadata document URL (CIMD) that the mock accepts without fetching it.
 REDIRECT_URI = "http://localhost:3000/callback"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
-DEADLINE_S = 25  # the suite kills a client after 30 s; ending first leaves no orphan holding its pipes
+DEADLINE_S = 115  # the suite kills a client after 120 s (suite.CLIENT_TIMEOUT_MS); ending first leaves no orphan holding its pipes
 
 
 def auth_config(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import aworld_gym
 from aworld_gym.core.rewards import CallCost
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.wrappers import RewardShaping
-from tests.helpers import TASKS, child_pids, http_config, stdio_config, wait_until
+from tests.helpers import TASKS, child_pids, http_config, meeting_server, stdio_config, wait_until
 
 
 def tc(name, **args):
@@ -266,20 +266,20 @@ def test_async_face_many_envs_one_loop():
         obs, info = await env.areset(options={"task_id": task_id})
         obs, r, *_ = await env.astep(tc("sleep", seconds=0.3))
         assert "slept 0.3" in obs
-        return (await env.astep("<answer>5</answer>"))[1]
+        met, r, *_ = await env.astep(tc("meet"))  # returns once all 4 envs' calls are in flight at once
+        return met, (await env.astep("<answer>5</answer>"))[1]
 
     async def main():
-        envs = [make({"mcpServers": {"d": build_server}}).unwrapped for _ in range(4)]
-        t0 = asyncio.get_running_loop().time()
-        rewards = await asyncio.gather(*(episode(e, "add") for e in envs))
-        elapsed = asyncio.get_running_loop().time() - t0
+        servers = meeting_server(4)
+        envs = [make({"mcpServers": {"d": servers}}, tool_timeout=90).unwrapped for _ in range(4)]
+        out = await asyncio.gather(*(episode(e, "add") for e in envs))
         for e in envs:
             await e.hub.aclose()
-        return rewards, elapsed
+        return out
 
-    rewards, elapsed = asyncio.run(main())
-    assert rewards == [1.0] * 4
-    assert elapsed < 1.1, f"4 concurrent episodes with a 0.3 s tool took {elapsed:.2f} s"
+    out = asyncio.run(main())
+    assert [reward for _, reward in out] == [1.0] * 4
+    assert [met.split() for met, _ in out] == [["<tool_response>", "met", "</tool_response>"]] * 4, out
 
 
 def test_sync_calls_inside_a_running_loop_use_the_background_thread():

@@ -38,22 +38,20 @@ def test_deadline_fires_and_fast_calls_pass() -> None:
 
 
 def test_shorter_deadline_added_after_a_longer_one_still_fires_on_time() -> None:
-    async def main() -> tuple[list[str], float]:
+    async def main() -> tuple[list[str], bool]:
         dog = Watchdog()
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
         slow = asyncio.create_task(guarded(dog, 30.0, 0.5))
         await asyncio.sleep(0)
         fast = asyncio.create_task(guarded(dog, 0.05, 5.0))
         out = [await fast]
-        took = loop.time() - t0
+        slow_still_sleeping = not slow.done()  # the 0.05 s deadline fired before the 0.5 s sleep ended, on any load
         out.append(await slow)
         dog.close()
-        return out, took
+        return out, slow_still_sleeping
 
-    out, took = asyncio.run(main())
+    out, on_time = asyncio.run(main())
     assert out == ["timeout", "done"]
-    assert took < 1.0
+    assert on_time
 
 
 def test_outside_cancellation_propagates() -> None:

@@ -1,5 +1,6 @@
 """The in-process collector: concurrency, GRPO groups, sinks, resume, and faults recorded as data."""
 
+import asyncio
 import functools
 import json
 import time
@@ -27,14 +28,31 @@ def test_plan_jobs_groups_and_samples():
     assert all(a.task_index == b.task_index for a, b in zip(sampled[::2], sampled[1::2], strict=True))
 
 
+class Meeting(PlanPolicy):
+    """PlanPolicy whose first turn waits until ``n`` episodes are at their first turn at once (60 s at most, then no
+    episode waits any more): shows concurrency without a clock."""
+
+    def __init__(self, n: int, state: dict, latency_s: float = 0.0) -> None:
+        super().__init__(latency_s)
+        self.n, self.state = n, state
+
+    async def aact(self, env, observation, info):
+        if env.turn == 0 and not self.state["broken"]:
+            self.state["arrived"] += 1
+            deadline = time.monotonic() + 60
+            while self.state["arrived"] < self.n and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            self.state["broken"] = self.state["arrived"] < self.n
+        return await super().aact(env, observation, info)
+
+
 def test_episodes_run_concurrently_not_in_lock_step(tmp_path):
-    """16 episodes of 2 turns with 0.25 s per turn: sequential would take >= 8 s."""
-    t0 = time.perf_counter()
-    s = collect(ENV, functools.partial(PlanPolicy, latency_s=0.25), episodes=16, concurrency=16,
+    """16 episodes of 2 turns with 0.25 s per turn, all 16 at their first turn at once: sequential ones never meet."""
+    state = {"arrived": 0, "broken": False}
+    s = collect(ENV, functools.partial(Meeting, 16, state, latency_s=0.25), episodes=16, concurrency=16,
                 env_kwargs=demo_env_kwargs(16), sink=tmp_path / "t.jsonl", progress=False)  # fmt: skip
-    wall = time.perf_counter() - t0
     assert (s.recorded, s.successes, s.mean_turns) == (16, 16, 2.0)
-    assert wall < 4.0, f"16 concurrent episodes took {wall:.1f} s"
+    assert state == {"arrived": 16, "broken": False}, state
 
 
 def test_group_size_runs_g_samples_of_one_task(tmp_path):
