@@ -14,7 +14,7 @@ EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
 
 # The main suite runs on pytest-xdist: whole files per worker, files that conflict on one worker, the slowest first
 # (tests/parallel.py). Its tests mostly wait on subprocesses (MCP servers, Chromium, Ray, model servers), hence more
-# workers than the 2 cores of our VMs (measured: README).
+# workers than the 2 cores of our VMs.
 WORKERS ?= 4
 XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # `make test-fast`: the inner loop, unit and core tests (no browser, Ray, training or sandbox escapes).

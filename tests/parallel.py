@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RAY = ("ray.init(", "cluster_utils", 'engine="ray"', '"--ray"', "RayVectorEnv(")
 MARK = re.compile(r"""^pytestmark\b.*xdist_group\(\s*["']([\w./-]+)["']""", re.M)
 
-# The slowest files or groups, slowest first (seconds of one run at -n 4 on the 2-core VM, ``--durations=0``); a
-# file missing here only starts later.
+# The slowest files or groups, slowest first (``--durations=0`` of a run at -n 4 on the 2-core VM); a file missing
+# here only starts later. Ray started by a command a test runs (tests/test_examples.py's pages, the chaos CLI) is
+# not grouped: that would put most of the suite's long files on one worker.
 SLOW = (
     "tests/trainers/test_trl.py",
     "ray",
