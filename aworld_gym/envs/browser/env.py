@@ -7,6 +7,7 @@ each step reads the page's done flag and raw reward with JavaScript (a tool the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import io
@@ -20,13 +21,17 @@ from urllib.parse import urlsplit
 
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError, ServerError
-from aworld_gym.core.resources import LocalServer
 from aworld_gym.core.task import Task
+from aworld_gym.envs.browser.answers import result_json as _result_json
+from aworld_gym.envs.browser.answers import sections as _sections
+from aworld_gym.envs.browser.answers import steady
+from aworld_gym.envs.browser.answers import text_of as _text
+from aworld_gym.envs.browser.browsers import browser_pool, contexts_cap
 from aworld_gym.envs.browser.observe import OBS_MODES, SCREENSHOT_CODE, Element, draw_marks, split_boxes
 from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
-from aworld_gym.envs.browser.playwright import own_browser_entry, shared_browser
+from aworld_gym.envs.browser.playwright import own_browser_entry
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
-from aworld_gym.mcp.hub import ToolResult
+from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
 
 # What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
 # browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and
@@ -85,7 +90,6 @@ _STATE_JS = """() => {
   return {episode: g('__aworld_episode'), url: location.href, done: g('WOB_DONE_GLOBAL'),
           raw_reward: g('WOB_RAW_REWARD_GLOBAL'), reward: g('WOB_REWARD_GLOBAL'), reason: g('WOB_REWARD_REASON')};
 }"""
-_SECTION = re.compile(r"^### (\w[\w ]*)\n(.*?)(?=^### |\Z)", re.S | re.M)
 
 
 class BrowserEnv(MCPEnv):
@@ -94,8 +98,10 @@ class BrowserEnv(MCPEnv):
     Args:
         tasks: task names (``None``: all ~125 single-page tasks the ``miniwob`` package ships).
         task: pin one task (``"click-button"``); the same as ``tasks=["click-button"]``.
-        browser: ``"shared"`` (one Playwright MCP server and one Chromium per process, an isolated browser context
-            per env) or ``"own"`` (a Playwright MCP server with its own Chromium for this env).
+        browser: ``"shared"`` (Playwright MCP servers with one Chromium each, shared by the envs of this process, an
+            isolated browser context per env) or ``"own"`` (a Playwright MCP server with its own Chromium for this env).
+        contexts_per_browser: in shared mode, the envs one browser holds at most; more envs start more browsers
+            (``None``: ``$AWORLD_GYM_BROWSER_CONTEXTS``, else 32).
         time_limit_s: the page's own episode timer (MiniWoB++'s default is 10 s, too short for a model).
         settle_ms: how long Playwright waits after an action for the page to settle.
         snapshot_after_step: append the page's snapshot to each step's observation (unless the step's last
@@ -120,6 +126,7 @@ class BrowserEnv(MCPEnv):
         *,
         task: str | None = None,
         browser: str = "shared",
+        contexts_per_browser: int | None = None,
         time_limit_s: float = 600.0,
         settle_ms: int = 150,
         snapshot_after_step: bool = True,
@@ -153,11 +160,13 @@ class BrowserEnv(MCPEnv):
         self._intro = ""
         self._episode_key = ""
         self._output_dir: str | None = None
+        self._fresh_session = False  # an infrastructure failure: the next reset opens a new browser session
+        cap = contexts_cap(contexts_per_browser)
         self.pages = self.hold(shared_pages()).rstrip("/")  # http://127.0.0.1:<port>/<token>
         self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.pages))
         try:
             if browser == "shared":
-                entry: Any = LocalServer(shared_browser(self.origin, settle_ms))
+                entry: Any = browser_pool(self.origin, settle_ms).checkout(self._holdings, cap)
             else:
                 entry, self._output_dir = own_browser_entry(self.origin, settle_ms)
         except BaseException:
@@ -185,10 +194,18 @@ class BrowserEnv(MCPEnv):
     async def abegin_task(self, task: Task) -> None:
         if task.metadata.get("page") is None:
             raise ConfigError(f"{task.id!r} is not a MiniWoB++ task of AWorld/Browser-v0 (no page to open)")
-        try:
-            await self._open(task)
-        except ServerError:
-            await self._open(task)  # the first call after a browser crash may fail while Playwright relaunches it
+        seed = int(self.np_random.integers(2**31))  # the page's seed: drawn once, a second try opens the same task
+        for attempt in range(2):  # the first call after a browser crash may fail while Playwright relaunches it
+            if self._fresh_session or attempt:
+                await self._new_session()
+            try:
+                await self._open(task, seed, fresh=self._fresh_session or attempt > 0)
+                break
+            except ServerError:
+                self._fresh_session = True
+                if attempt:
+                    raise
+        self._fresh_session = False
 
     def render_prompt(self, task: Task) -> str:
         # The instruction once (the page shows it at its top); the page by its path, not its run-dependent URL.
@@ -206,9 +223,14 @@ class BrowserEnv(MCPEnv):
         # what the agent sees is the same for the same seed and actions, run after run: copies without run-dependent
         # text are what the step shows and records (the hub's results are not changed)
         results[:] = [r.with_text(steady(r.text, self.pages)) for r in results]
+        if any(r.error in (TIMEOUT, SERVER_DIED) for r in results):
+            self._fresh_session = True  # a page that hangs, a server that died: this session is not trusted again
+            if self.truncate_on_infra_error:
+                return None  # the step ends the episode on it (tool_timeout / env_crash): no wait on a hung page
         try:
             state = await self._read_state()
         except ServerError as exc:
+            self._fresh_session = True
             return TaskState(crash=f"the browser failed: {exc}")
         if state.get("episode") != self._episode_key and self.tabs and await self._tab_count() > 1:
             note = "This tab is not the task's page: the task goes on in its own tab (browser_tabs, action select)."
@@ -218,6 +240,7 @@ class BrowserEnv(MCPEnv):
             if went_back or str(state.get("url", "")).startswith(self.origin + "/"):  # navigation, reload, submit
                 note = "You left the task's page (or reloaded it): the task is over."
                 return TaskState(done=True, score=0.0, note=note, info=state)
+            self._fresh_session = True
             return TaskState(crash="the task's page was lost (the browser was restarted)", info=state)
         if state.get("done"):
             return TaskState(done=True, score=float(state.get("raw_reward") or 0.0), info=state)
@@ -228,6 +251,7 @@ class BrowserEnv(MCPEnv):
         try:
             text, images = await self._observe(text_wanted)
         except ServerError as exc:
+            self._fresh_session = True
             return TaskState(crash=f"the browser failed: {exc}", info=state)
         note = "The page now:\n" + text if text else "The screenshot shows the page now." if images else ""
         step_info = {"elements": [e.to_dict() for e in self.elements]} if self.element_boxes else {}
@@ -268,17 +292,27 @@ class BrowserEnv(MCPEnv):
             )
         return None
 
-    async def _open(self, task: Task) -> None:
+    async def _new_session(self) -> None:
+        """After an infrastructure failure (a crashed or hung page, a dead browser or server): drop this env's MCP
+        session (the server closes its browser context, a hung page's renderer with it) and kill what a dead
+        browser left behind; the next call opens a new session, on a new browser if the old one is gone."""
+        self.hub.reconnect("browser")
+        server = self.local_server("browser")
+        if server is not None:  # shared: restart the server if it died, then reap
+            await asyncio.to_thread(self._check_resources)
+            await asyncio.to_thread(server.reap_orphans)
+
+    async def _open(self, task: Task, seed: int, fresh: bool = False) -> None:
         self.page_url = f"{self.pages}/{task.metadata['page']}"
         # A fresh browser context per episode: nothing (cookies, storage, history) carries over, and the
-        # snapshot refs start again at e1, so a seeded reset gives the same observation.
-        with contextlib.suppress(ServerError):
-            await self.hub.acall_internal("browser_close", {})
+        # snapshot refs start again at e1, so a seeded reset gives the same observation. (A new session has one.)
+        if not fresh:
+            with contextlib.suppress(ServerError):
+                await self.hub.acall_internal("browser_close", {})
         opened = await self.hub.acall_internal("browser_navigate", {"url": self.page_url})
         if opened.is_error:
             raise ServerError(f"could not open {self.page_url}: {_text(opened)[:300]}")
         self._episode_key = secrets.token_hex(8)
-        seed = int(self.np_random.integers(2**31))
         script = _START_JS % {
             "seed": seed,
             "ms": int(self.time_limit_s * 1000),
@@ -329,39 +363,3 @@ class BrowserEnv(MCPEnv):
             return base64.b64decode(json.loads(body), validate=True)
         except (ValueError, TypeError) as exc:
             raise ServerError(f"no screenshot: {_text(result)[:300]}") from exc
-
-
-_RUN_FILES = re.compile(r"^.*\b(?:console|page)-\d{4}-\d\d-\d\dT[\w.-]+\.(?:log|yml)\b.*\n?", re.M)
-_EMPTY_SECTION = re.compile(r"^### \w[\w ]*\n(?=### |\Z)", re.M)
-
-
-def steady(text: str, pages: str) -> str:
-    """Playwright MCP's answer without run-dependent text: lines naming its timestamped log and snapshot files
-    (``New console entries: console-2026-...log``), sections left empty by that, and the page server's
-    per-run origin and token (URLs become paths)."""
-    text = _RUN_FILES.sub("", text.replace(pages, ""))
-    return _EMPTY_SECTION.sub("", text).rstrip("\n")
-
-
-def _text(result: Any) -> str:
-    return "\n".join(b.text for b in result.content or [] if getattr(b, "type", None) == "text")
-
-
-def _sections(text: str) -> dict[str, str]:
-    """Playwright MCP answers in markdown sections (``### Result``, ``### Snapshot``...)."""
-    return {m.group(1).strip(): m.group(2) for m in _SECTION.finditer(text)}
-
-
-def _result_json(result: Any) -> dict[str, Any]:
-    text = _text(result)
-    if result.is_error:
-        raise ServerError(f"the page script failed: {text[:300]}")
-    body = _sections(text).get("Result", "").strip()
-    body = body.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError:
-        raise ServerError(f"unexpected answer from the page script: {text[:300]}") from None
-    if not isinstance(value, dict):
-        raise ServerError(f"unexpected answer from the page script: {text[:300]}")
-    return value

@@ -1,4 +1,4 @@
-// Preloaded into Playwright MCP (`node --require`): the HTTP server it opens on $AWORLD_GYM_LISTEN_PORT listens on
+// Preloaded into Playwright MCP (`node --require`). The HTTP server it opens on $AWORLD_GYM_LISTEN_PORT listens on
 // the Unix socket $AWORLD_GYM_LISTEN_SOCKET instead (mode 0600, in a 0700 folder), so only this user's processes
 // can drive the browser; nothing listens on a TCP port at all.
 const net = require('net');
@@ -21,4 +21,13 @@ if (socketPath && port) {
       process.umask(umask);
     }
   };
+}
+
+// The server ends with the driver that started it ($AWORLD_GYM_PARENT_PID): a driver killed with SIGKILL runs no
+// exit handler, and its browser server would live on (Playwright kills the browser it launched as Node exits).
+const parent = Number(process.env.AWORLD_GYM_PARENT_PID);
+if (parent) {
+  setInterval(() => {
+    if (process.ppid !== parent) process.exit(0);
+  }, 1000).unref();
 }

@@ -1,9 +1,17 @@
 """The official Playwright MCP server (``@playwright/mcp`` from npm) on the system Chromium.
 
-``shared``: one server per driver process over streamable HTTP on 127.0.0.1; it runs one headless Chromium and
-gives every MCP session (every env) its own isolated browser context. ``own``: a stdio server with its own
-Chromium per env. Either way the browser may only request the task site's origin (``--allowed-origins``),
-keeps its profile in memory (``--isolated``) and writes its output files to a private temporary folder.
+``shared``: a server over streamable HTTP on a private Unix socket; it runs one headless Chromium and gives every
+MCP session (every env) its own isolated browser context (:mod:`~aworld_gym.envs.browser.browsers` starts more of
+them when one has as many contexts as it may hold). ``own``: a stdio server with its own Chromium per env. Either
+way the browser may only request the task site's origin (``--allowed-origins``), keeps its profile in memory
+(``--isolated``) and writes its output files to a private temporary folder.
+
+Every process a shared server starts is found wherever it was re-parented: Node, the browser process and its
+crash handlers carry the server's marker in their environment, and every Chromium helper (zygotes, renderers: they
+overwrite their environment with their title) names the browser's profile folder, which Playwright makes in the
+server's private ``TMPDIR``. So what a SIGKILLed browser or server leaves behind is killed at the reset after a crash
+(:meth:`PlaywrightServer.reap_orphans`) and whenever the server stops, and a killed server's profile folders go
+with its private folder.
 """
 
 from __future__ import annotations
@@ -11,20 +19,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.mcp.proctree import descendants, kill, stat
 from aworld_gym.mcp.shared import SharedServer, shared_instance
 
 PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
 VIEWPORT = "640x480"
 LISTEN_UNIX = Path(__file__).with_name("listen_unix.js")
+BROWSER_MARKER = "AWORLD_GYM_BROWSER"  # in the environment of every process a shared server starts: its own value
+# Playwright MCP pings each HTTP client every 3 s and closes the session of one that has not answered within
+# $PLAYWRIGHT_MCP_PING_TIMEOUT_MS (5 s by default): a driver stepping 128 envs on 2 cores can be that late, and a
+# closed session is a lost episode. Ours answer within this (the server dies with the driver: listen_unix.js).
+PING_TIMEOUT_MS = "60000"
+REAP_EVERY_S = 1.0  # reap_orphans scans /proc (every process's environment): at most this often per server
 
 
 def chromium_path() -> str:
@@ -92,6 +109,27 @@ CHROMIUM_ARGS = (
 NODE_ARGS = ("--max-semi-space-size=1", "--optimize-for-size")
 
 
+def processes_with(marker: bytes | None, folders: tuple[str, ...] = ()) -> dict[int, int]:
+    """Live processes (other than this one) whose environment holds ``marker`` (``NAME=value``) or whose command
+    line names one of ``folders``: {pid: start time}."""
+    found: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                hit = any(folder.encode() in f.read() for folder in folders)
+            if not hit and marker:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    hit = marker in f.read().split(b"\0")
+        except OSError:
+            continue
+        info = stat(int(entry.name)) if hit else None
+        if info is not None:
+            found[info.pid] = info.start
+    return found
+
+
 def launch_config(output_dir: str) -> str:
     """A Playwright MCP config file (in ``output_dir``) that adds :data:`CHROMIUM_ARGS` (and the switches in
     ``$AWORLD_GYM_CHROMIUM_ARGS``, space-separated) to Chromium's launch."""
@@ -144,7 +182,14 @@ class PlaywrightServer(SharedServer):
         # port, so only this user's processes can drive the browser (listen_unix.js, preloaded into node).
         self.socket_dir = tempfile.mkdtemp(prefix="aworld-playwright-sock-")
         self.socket = str(Path(self.socket_dir) / "mcp.sock")
-        super().__init__("playwright-mcp", start_timeout=60.0)
+        self.marker = secrets.token_hex(8)
+        self.reaped = 0  # processes reap_orphans and stops killed (a browser's leftovers)
+        self._reaped_at = 0.0
+        self._reap_lock = threading.Lock()
+        # TMPDIR: Playwright makes each browser's profile folder there, and every Chromium process names it
+        env = {BROWSER_MARKER: self.marker, "AWORLD_GYM_PARENT_PID": str(os.getpid()), "TMPDIR": self.socket_dir,
+               "PLAYWRIGHT_MCP_PING_TIMEOUT_MS": os.environ.get("PLAYWRIGHT_MCP_PING_TIMEOUT_MS", PING_TIMEOUT_MS)}  # fmt: skip
+        super().__init__("playwright-mcp", env=env, start_timeout=60.0)
 
     def command(self, port: int) -> list[str]:
         self.output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
@@ -167,8 +212,32 @@ class PlaywrightServer(SharedServer):
     def cwd(self) -> str | None:
         return self.output_dir
 
+    def marked_processes(self) -> dict[int, int]:
+        """Every live process this server started, in any generation ({pid: start time}): Node, Chromium, helpers."""
+        return processes_with(f"{BROWSER_MARKER}={self.marker}".encode(), (self.socket_dir + "/",))
+
+    def orphans(self) -> dict[int, int]:
+        """This server's processes that are no longer below the running server (all of them once it is gone): what
+        a SIGKILLed browser left (its renderers and zygotes, re-parented away), or a dead server's browser."""
+        found = self.marked_processes()  # first: a process started after this scan is not in it
+        proc = self.proc
+        live = {proc.pid, *descendants(proc.pid)} if proc is not None and proc.poll() is None else set()
+        return {pid: start for pid, start in found.items() if pid not in live}
+
+    def reap_orphans(self, force: bool = False) -> int:
+        """SIGKILL :meth:`orphans` (at most once per :data:`REAP_EVERY_S` unless ``force``); how many were killed."""
+        with self._lock, self._reap_lock:  # not during a restart: the new server's processes are its own
+            if not force and time.monotonic() - self._reaped_at < REAP_EVERY_S:
+                return 0
+            self._reaped_at = time.monotonic()
+            killed = kill(self.orphans())
+            self.reaped += killed
+            return killed
+
     def _stop(self) -> None:
-        super()._stop()
+        super()._stop()  # the server's group, and what was below it while it ran
+        with self._reap_lock:
+            self.reaped += kill(self.marked_processes())  # what had left its tree (a killed browser's renderers)
         if self.output_dir:
             shutil.rmtree(self.output_dir, ignore_errors=True)
             self.output_dir = None

@@ -1,0 +1,99 @@
+"""Shared browsers for Browser-v0: as many Playwright MCP servers (one Chromium each) as the envs need.
+
+One browser holds at most ``contexts_per_browser`` envs (one isolated browser context each). An env takes a
+context on the least loaded running browser that has room; when every browser is full, another one starts. A
+browser with no env left stops, and is started again (same socket) when an env needs it. A crash of one browser
+(or of its server) reaches only the envs on it, and the next reset of each gets a new browser there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.resources import Holdings, LocalServer
+from aworld_gym.envs.browser.playwright import PlaywrightServer
+
+CONTEXTS_ENV = "AWORLD_GYM_BROWSER_CONTEXTS"
+# 32 contexts per browser: 128 envs run on 4 browsers (4 Node servers sharing the CPU with the driver). Measured
+# by benchmarks/browser_scale.py, see docs/benchmarks.md.
+DEFAULT_CONTEXTS = 32
+
+
+def contexts_cap(given: int | None = None) -> int:
+    """The number of envs (browser contexts) one shared browser may hold: ``given``, else
+    ``$AWORLD_GYM_BROWSER_CONTEXTS``, else :data:`DEFAULT_CONTEXTS`."""
+    if given is None:
+        raw = os.environ.get(CONTEXTS_ENV, "")
+        try:
+            given = int(raw) if raw.strip() else DEFAULT_CONTEXTS
+        except ValueError:
+            raise ConfigError(f"${CONTEXTS_ENV}={raw!r} is not a whole number") from None
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise ConfigError(f"contexts_per_browser must be a whole number >= 1, not {given!r}")
+    return given
+
+
+class BrowserPool:
+    """The shared browsers of one task site (origin and settle time) in this process.
+
+    Args:
+        origin: the only origin the browsers may request.
+        settle_ms: how long Playwright waits after an action for the page to settle.
+    """
+
+    def __init__(self, origin: str, settle_ms: int) -> None:
+        self.origin, self.settle_ms = origin, settle_ms
+        self.servers: list[PlaywrightServer] = []
+        self._lock = threading.Lock()
+
+    def checkout(self, holdings: Holdings, cap: int, name: str = "browser") -> dict[str, Any]:
+        """Hold a context's place on a browser for an env (``holdings``: the env's, under the ``mcpServers`` name
+        ``name``) and return the ``mcpServers`` entry for it. Choosing and holding happen under one lock, so envs
+        made at once in many threads never put more than ``cap`` on one browser."""
+        with self._lock:
+            server = self._choose(cap)
+            url = holdings.hold(server, name)  # starts the server if it is not running
+        return LocalServer(server).entry(url)
+
+    def _choose(self, cap: int) -> PlaywrightServer:
+        running = [s for s in self.servers if 0 < s.refs < cap]
+        if running:
+            return min(running, key=lambda s: s.refs)
+        idle = next((s for s in self.servers if s.refs == 0), None)
+        if idle is not None:
+            return idle
+        server = PlaywrightServer(self.origin, self.settle_ms)
+        self.servers.append(server)
+        return server
+
+    @property
+    def load(self) -> list[int]:
+        """Envs on each browser (0: stopped)."""
+        return [s.refs for s in self.servers]
+
+    @property
+    def running(self) -> list[PlaywrightServer]:
+        """The browsers that hold at least one env."""
+        return [s for s in self.servers if s.refs > 0]
+
+
+_pools: dict[tuple[str, int], BrowserPool] = {}
+_pools_lock = threading.Lock()
+
+
+def browser_pool(origin: str, settle_ms: int) -> BrowserPool:
+    """The process-wide pool of shared browsers for this task site."""
+    with _pools_lock:
+        key = (origin, settle_ms)
+        if key not in _pools:
+            _pools[key] = BrowserPool(origin, settle_ms)
+        return _pools[key]
+
+
+def all_browsers() -> list[PlaywrightServer]:
+    """Every shared browser server this process has made (running or stopped), in every pool."""
+    with _pools_lock:
+        return [server for pool in _pools.values() for server in pool.servers]

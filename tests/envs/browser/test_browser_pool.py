@@ -1,0 +1,79 @@
+"""The shared browsers' pool: at most ``contexts_per_browser`` envs per browser, more browsers as needed, the least
+loaded running browser first (no browser is started here: the servers are stand-ins that count references)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.resources import Holdings
+from aworld_gym.envs.browser import browsers
+from aworld_gym.envs.browser.browsers import BrowserPool, contexts_cap
+
+
+class Counted:
+    """Stands in for a PlaywrightServer: counts references like ``SharedServer.refs``."""
+
+    def __init__(self, origin: str, settle_ms: int) -> None:
+        self.refs = 0
+        self.starts = 0
+        self.socket = "/tmp/x.sock"
+        self._lock = threading.Lock()
+
+    def acquire(self) -> str:
+        with self._lock:
+            self.refs += 1
+            return "http://127.0.0.1:1/mcp"
+
+    def ensure_alive(self) -> str:
+        return "http://127.0.0.1:1/mcp"
+
+    def release(self) -> None:
+        with self._lock:
+            self.refs -= 1
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    monkeypatch.setattr(browsers, "PlaywrightServer", Counted)
+    return BrowserPool("http://127.0.0.1:1", 150)
+
+
+def test_browsers_fill_up_to_the_cap_and_another_starts(pool):
+    held = [Holdings() for _ in range(10)]
+    entries = [pool.checkout(h, 4) for h in held]
+    assert pool.load == [4, 4, 2]
+    assert entries[0] == {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp", "socket": "/tmp/x.sock"}
+    assert all(h.items[0].server_name == "browser" for h in held)  # a restart reconnects the env's session
+    for h in held[:4]:
+        h.release()
+    assert pool.load == [0, 4, 2]
+    pool.checkout(Holdings(), 4)
+    assert pool.load == [0, 4, 3]  # the least loaded running browser, not the stopped one
+    for _ in range(2):
+        pool.checkout(Holdings(), 4)
+    assert pool.load == [1, 4, 4]  # all running ones full: the stopped one starts again, no fourth is made
+
+
+def test_envs_made_at_once_never_overfill_a_browser(pool):
+    threads = [threading.Thread(target=pool.checkout, args=(Holdings(), 8)) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert pool.load == [8] * 8
+
+
+def test_the_cap_comes_from_the_argument_the_environment_or_the_default(monkeypatch):
+    monkeypatch.delenv(browsers.CONTEXTS_ENV, raising=False)
+    assert contexts_cap() == browsers.DEFAULT_CONTEXTS
+    monkeypatch.setenv(browsers.CONTEXTS_ENV, "12")
+    assert contexts_cap() == 12 and contexts_cap(3) == 3
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="contexts_per_browser"):
+            contexts_cap(bad)
+    monkeypatch.setenv(browsers.CONTEXTS_ENV, "many")
+    with pytest.raises(ConfigError, match="AWORLD_GYM_BROWSER_CONTEXTS"):
+        contexts_cap()
