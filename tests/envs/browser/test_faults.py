@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
+from aworld_gym.envs.browser import browsers
 from aworld_gym.envs.browser.faults import RUN_MARKER, browser_folders, browser_processes, count_kinds, run_processes
 from aworld_gym.envs.browser.fleet import Fleet, plan_episodes
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS
@@ -66,6 +67,9 @@ async def scenario(fleet: Fleet, run: str) -> None:
 def test_every_fault_ends_its_episodes_void_the_browser_is_replaced_and_nothing_is_left(monkeypatch):
     run = secrets.token_hex(6)
     monkeypatch.setenv(RUN_MARKER, run)  # every process started from here on carries it
+    # browsers of its own: an earlier test's shared browser (same pages, still up) carries no run marker, so the
+    # check that the run's processes are seen counted one browser of two in the full suite
+    monkeypatch.setattr(browsers, "_pools", {})
     fleet = Fleet(8, {"tasks": TASKS, "contexts_per_browser": 4, "tool_timeout": 30.0})
     asyncio.run(scenario(fleet, run))
     folders = browser_folders()
