@@ -133,10 +133,14 @@ PROBE_TIMEOUT_S = 2.0
 
 async def probe(conn: Connection, generation: int, timeout: float) -> bool:
     """After a timeout or a failed request: does the session still answer a request (within ~2 s)? If not, it is
-    wedged (a reader stuck behind a huge message, a server that stopped reading) and is marked dead, so the next
+    wedged (a reader stuck behind a huge message, a server that stopped reading) and is marked dead (at once where a
+    write to it has already waited that long), so the next
     call restarts or reconnects it instead of timing out too. Returns whether it answered."""
     client = conn.client
     if client is None or generation != conn.generation or not conn.alive or conn.transport_done():
+        conn.mark_dead(generation)
+        return False
+    if conn.writes.blocked_for() >= PROBE_TIMEOUT_S:  # the server has stopped reading: a probe would only wait
         conn.mark_dead(generation)
         return False
     try:

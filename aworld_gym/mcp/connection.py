@@ -14,7 +14,7 @@ from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
 from aworld_gym.mcp.errlog import CappedLog
-from aworld_gym.mcp.replies import ReplyDrops
+from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._stderr = CappedLog()  # a (stdio) server's stderr, bounded on disk
         self.reply_drops = ReplyDrops(spec.name)  # late and forged replies dropped by the transport, across restarts
+        self.writes = WriteClock()  # (stdio) since when the write in progress has waited for the server to read
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last characters the (stdio) server wrote to stderr."""
@@ -65,7 +66,7 @@ class Connection:
             # a write the server has not taken within the call timeout (at least 5 s) ends the session
             write_timeout = max(WRITE_TIMEOUT_S, spec.timeout or 0.0)
             return bounded_stdio_client(params, errlog=self._stderr.file, drops=self.reply_drops,
-                                        write_timeout=write_timeout), []  # fmt: skip
+                                        write_timeout=write_timeout, writes=self.writes), []  # fmt: skip
         import httpx2
         from mcp.shared._httpx_utils import create_mcp_http_client
 

@@ -1,6 +1,7 @@
-"""Replies a transport dropped because they answered no request of ours: late replies of abandoned calls, forged
-ids. Every transport takes a response only for a request of its own still waiting (streamable HTTP: the request
-whose stream or body carries it; stdio: any request in flight), and counts the rest here."""
+"""What a transport tells its connection across restarts. Replies it dropped because they answered no request of ours
+(late replies of abandoned calls, forged ids): every transport takes a response only for a request of its own still
+waiting (streamable HTTP: the request whose stream or body carries it; stdio: any request in flight), and counts the
+rest here. And, for stdio, how long the write in progress has been blocked (:class:`WriteClock`)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,16 @@ class ReplyDrops:
 def same_id(got: RequestId | None, want: RequestId | None) -> bool:
     """Whether two JSON-RPC ids are the same id (``"1"`` is not ``1``)."""
     return type(got) is type(want) and got == want
+
+
+class WriteClock:
+    """When the write to a stdio server now in progress began (``None`` while none is): a write blocked for seconds
+    means the server has stopped reading its input, which no probe needs to confirm."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def blocked_for(self) -> float:
+        """Seconds the write in progress has been waiting for the server to read (0 when none is)."""
+        since = self.since
+        return 0.0 if since is None else time.monotonic() - since

@@ -7,7 +7,8 @@ and bounds everything else a server can do to it:
 
 - **writes have a deadline** (``write_timeout``): a server that stops reading its input leaves our write blocked;
   then the session ends at once (its read stream is closed, so every waiting request fails and the hub restarts the
-  server), and notifications (a courtesy cancel) never wait for the pipe at all;
+  server), and notifications (a courtesy cancel) never wait for the pipe at all; a call that times out sooner finds
+  the write waiting (:class:`~aworld_gym.mcp.replies.WriteClock`) and ends the session without a probe;
 - **a reply is taken only for a request of ours in flight**: a late reply to an abandoned (cancelled) call or an id
   nobody asked for is dropped and counted (:class:`~aworld_gym.mcp.replies.ReplyDrops`), as over HTTP;
 - **server-to-client requests in flight are bounded** (``MAX_SERVER_REQUESTS``): the excess is answered at once with
@@ -29,6 +30,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
 from types import TracebackType
@@ -43,7 +45,7 @@ from mcp.shared.message import SessionMessage
 
 from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, TOO_LARGE, LineReader, Warnings, message_id, too_large
 from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv, pipe_inode
-from aworld_gym.mcp.replies import ReplyDrops
+from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "TOO_LARGE", "LineReader", "bounded_stdio_client", "message_id", "too_large"]
 
@@ -143,10 +145,14 @@ async def bounded_stdio_client(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     write_timeout: float = WRITE_TIMEOUT_S,
     drops: ReplyDrops | None = None,
+    writes: WriteClock | None = None,
 ) -> AsyncGenerator[Any, None]:
     """A stdio transport for ``mcp.Client`` (same streams as the SDK's), bounded as the module says; replies to no
-    request of ours in flight (late, forged) are dropped and counted in ``drops``."""
+    request of ours in flight (late, forged) are dropped and counted in ``drops``; ``writes`` tells since when the
+    write in progress has waited for the server to read."""
     drops = drops if drops is not None else ReplyDrops(server.command, logger)
+    writes = writes if writes is not None else WriteClock()
+    writes.since = None
     marker = os.urandom(8).hex()
     env = get_default_environment() | (server.env or {}) | {MARKER: marker}
     argv = launch_argv([server.command, *server.args])
@@ -212,8 +218,10 @@ async def bounded_stdio_client(
                     if isinstance(msg, types.JSONRPCResponse | types.JSONRPCError):
                         state.server_requests.discard(msg.id)
                     data = msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    writes.since = time.monotonic()
                     with anyio.move_on_after(write_timeout) as scope:
                         await process.stdin.send(data.encode())
+                    writes.since = None
                     if scope.cancelled_caught:
                         logger.warning("MCP server %r has not read its input for %g s; ending its session",
                                        server.command, write_timeout)  # fmt: skip
