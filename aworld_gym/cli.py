@@ -31,7 +31,7 @@ def _rollout(args: argparse.Namespace) -> int:
     )
     # fail fast on a bad policy configuration; a scripted policy may name the tasks it knows (env_defaults)
     env_kwargs = {**getattr(factory(), "env_defaults", {}), **env_kwargs}
-    engine = "ray" if (args.ray or args.ray_address) else "async"
+    engine = "ray" if (args.ray or args.ray_address) else "process" if args.processes else "async"
     # The runner keeps a PNG per step of an env that renders rgb_array frames (what --screenshots asks for) or
     # shows the model images (screenshot observation modes); other envs write nothing there.
     screenshots = Path(out).with_suffix(".screenshots") if engine == "async" or args.screenshots else None
@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="trajectories: .jsonl or .parquet (default runs/<env>-<time>.jsonl)")
     r.add_argument("--resume", action="store_true", help="skip the (task, sample) pairs already in --out")
     r.add_argument("--ray", action="store_true", help="run episodes on a pool of Ray actors")
+    r.add_argument("--processes", action="store_true", help="run episodes in worker processes, one per CPU (no Ray)")
     r.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto': the running one)")
     r.add_argument("--summary-json", default=None, help="also write the summary as JSON here")
     r.add_argument(

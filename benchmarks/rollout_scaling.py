@@ -1,4 +1,5 @@
-"""Rollout scaling: episodes per second against concurrency, in-process and on Ray, plus the whole command.
+"""Rollout scaling: episodes per second against concurrency, in-process, in worker processes (one per CPU) and on
+Ray, plus the whole command.
 
 Latency-bound episodes: the scripted reference policy with a fixed per-turn latency standing in for a model
 server, on ``AWorld/MCP-v0`` (a calculator server over streamable HTTP shared by every env, or with ``--pool K``
@@ -129,6 +130,9 @@ def main() -> None:
                 if env_id == "AWorld/Code-v0" and c > 64:
                     continue
                 rows.append(run(env_id, kwargs, lat, c, 4 * c, "async"))
+        # Worker processes, one per CPU (ProcessEngine): the driver's CPU per episode spread over the cores.
+        for c in [16, 64] if args.quick else [64, 256, 1024]:
+            rows.append(run("AWorld/MCP-v0", mcp, lat, c, 4 * c, "process"))
         for c in [4, 16] if args.quick else [4, 16, 64]:
             rows.append(run("AWorld/MCP-v0", mcp, lat, c, 4 * c, "ray"))
         # A warm pool (RayEngine.start(): actors started once, outside the calls), its first call and a later one.
@@ -154,7 +158,8 @@ def main() -> None:
           f"{cmd['parallel']['episodes_per_s']:.2f} eps/s ({cmd['parallel']['wall_s']:.1f} s): "
           f"{cmd['ratio']:.1f}x (target >= 40x: {'met' if cmd['ratio'] >= 40 else 'NOT met'})")  # fmt: skip
     targets = {}
-    for engine, conc, target in (("async", 256, 0.9), ("async", 1024, 0.8), ("ray", 64, 0.85), ("ray-warm2", 64, 0.9)):
+    for engine, conc, target in (("async", 256, 0.9), ("async", 1024, 0.8), ("process", 1024, 0.8), ("ray", 64, 0.85),
+                                 ("ray-warm2", 64, 0.9)):  # fmt: skip
         eff = next((r["efficiency"] for r in rows if r["env"] == "AWorld/MCP-v0" and r["engine"] == engine
                     and r["concurrency"] == conc), None)  # fmt: skip
         if eff is None:

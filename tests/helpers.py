@@ -206,3 +206,32 @@ def scripted_tokens(chat, texts: list[str], task_id: str, env_kwargs: dict, budg
 CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 1}}\n</tool_call>'
 CRASH = '<tool_call>\n{"name": "crash", "arguments": {}}\n</tool_call>'
 ANSWER = "<answer>3.0</answer>"
+
+
+def _plan_policy() -> type:
+    from aworld_gym.rollout.plan import PlanPolicy
+
+    return PlanPolicy
+
+
+class DyingPolicy(_plan_policy()):  # type: ignore[misc]
+    """Kills its own worker process (a Ray actor, an engine's worker) whenever it meets task add-3."""
+
+    def decide(self, env):
+        if env.task.id == "add-3":
+            os._exit(1)
+        return super().decide(env)
+
+
+class DiesOncePolicy(_plan_policy()):  # type: ignore[misc]
+    """Kills its worker process the first time any worker meets task add-3 (a marker file says it happened)."""
+
+    def __init__(self, marker: str, **kw):
+        super().__init__(**kw)
+        self.marker = marker
+
+    def decide(self, env):
+        if env.task.id == "add-3" and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return super().decide(env)

@@ -256,7 +256,8 @@ def make_engine(
     policy_timeout_s: float | None = None,
     screenshots: str | Path | None = None,
 ) -> Engine:
-    """An engine object from an object, a name (``"async"``, ``"ray"``) or ``None`` (the in-process one)."""
+    """An engine object from an object, a name (``"async"``, ``"ray"``, ``"process"``) or ``None`` (the in-process
+    one)."""
     if engine is not None and not isinstance(engine, str):
         if any(v is not None for v in (concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)):
             raise ValueError("give the engine's settings to the engine object, not to collect()")
@@ -272,7 +273,14 @@ def make_engine(
         from aworld_gym.rollout.ray_engine import RayEngine
 
         return RayEngine(concurrency=n, address=ray_address, actors=ray_actors, policy_timeout_s=policy_timeout_s)
-    raise ValueError("engine must be 'async', 'ray', or an engine object (AsyncEngine, RayEngine)")
+    if engine == "process":
+        if ray_address is not None or ray_actors is not None or screenshots is not None:
+            raise ValueError("ray_address / ray_actors / screenshots are not settings of engine='process'")
+        from aworld_gym.rollout.process_engine import ProcessEngine
+
+        return ProcessEngine(concurrency=n, policy_timeout_s=policy_timeout_s)
+    raise ValueError("engine must be 'async', 'ray', 'process', or an engine object (AsyncEngine, RayEngine, "
+                     "ProcessEngine)")  # fmt: skip
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:

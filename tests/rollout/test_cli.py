@@ -41,6 +41,17 @@ def test_rollout_prints_summary_and_writes_one_line_per_episode(tmp_path):
     assert s["recorded"] == 6 and s["success_rate"] == 1.0
 
 
+def test_rollout_in_worker_processes(tmp_path):
+    """``--processes``: the same records from worker processes (Code-v0: a sandboxed run per episode)."""
+    out = tmp_path / "traj.jsonl"
+    p = cli("rollout", "--env", "AWorld/Code-v0", "--policy", "reference", "--episodes", "6", "--concurrency", "4",
+            "--processes", "--out", str(out), "--no-progress")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "(process)" in p.stdout and "success rate  100.0% (6/6)" in p.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["task_id"] for r in records) == [f"HumanEval/{i}" for i in range(6)]
+
+
 def test_trajectories_load_with_datasets(tmp_path):
     datasets = pytest.importorskip("datasets")
     path = tmp_path / "t.jsonl"

@@ -10,7 +10,7 @@ import pytest
 import aworld_gym  # noqa: F401
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.plan import PlanPolicy
-from tests.helpers import demo_env_kwargs
+from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs
 
 ENV = "AWorld/MCP-v0"
 ADD = '<tool_call>{{"name": "add", "arguments": {{"a": {a}, "b": 1}}}}</tool_call>'
@@ -23,29 +23,6 @@ def ray_local():
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=2)
     yield ray
     ray.shutdown()
-
-
-class DyingPolicy(PlanPolicy):
-    """Kills its own worker process (the Ray actor) whenever it meets task add-3."""
-
-    def decide(self, env):
-        if env.task.id == "add-3":
-            os._exit(1)
-        return super().decide(env)
-
-
-class DiesOncePolicy(PlanPolicy):
-    """Kills its worker process the first time any actor meets task add-3 (a marker file says it happened)."""
-
-    def __init__(self, marker: str, **kw):
-        super().__init__(**kw)
-        self.marker = marker
-
-    def decide(self, env):
-        if env.task.id == "add-3" and not os.path.exists(self.marker):
-            open(self.marker, "w").close()
-            os._exit(1)
-        return super().decide(env)
 
 
 def test_ray_engine_collects_everything(ray_local, tmp_path):

@@ -1,0 +1,114 @@
+"""ProcessEngine: episodes in worker processes on this machine (real subprocesses, a real MCP server per env)."""
+
+import functools
+import json
+import os
+
+import psutil
+
+import aworld_gym  # noqa: F401
+from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.process_engine import ProcessEngine
+from aworld_gym.rollout.stream import stream
+from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs
+
+ENV = "AWorld/MCP-v0"
+
+
+class LoudPolicy(PlanPolicy):
+    """Prints to stdout and writes to fd 1 at every turn: the engine's frames must not be corrupted."""
+
+    def decide(self, env):
+        print("a policy that talks on stdout", flush=True)
+        os.write(1, b"\x00\x00\x00\x05junk\n")
+        return super().decide(env)
+
+
+def rows_of(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+
+
+def test_the_process_engine_collects_everything_once_over_its_workers(tmp_path):
+    before = descendants()
+    engine = ProcessEngine(concurrency=6, processes=2)
+    out = tmp_path / "p.jsonl"
+    s = collect(ENV, functools.partial(LoudPolicy, latency_s=0.05), episodes=12, engine=engine,
+                env_kwargs=demo_env_kwargs(6), sink=out, progress=False)  # fmt: skip
+    rows = rows_of(out)
+    assert (s.recorded, s.successes, s.engine) == (12, 12, "process")
+    assert sorted((r["task_id"], r["sample"]) for r in rows) == sorted({(r["task_id"], r["sample"]) for r in rows})
+    assert engine.last_run.workers == 2 and engine.last_run.workers_lost == 0 and engine.last_run.duplicates == 0
+    assert descendants() - before == set()  # workers and their servers gone
+
+
+def test_engine_by_name_and_settings():
+    from aworld_gym.rollout.collect import make_engine
+
+    e = make_engine("process", 16, None, None, 5.0, None)
+    assert isinstance(e, ProcessEngine) and (e.concurrency, e.policy_timeout_s) == (16, 5.0)
+    assert ProcessEngine(concurrency=8, processes=3).plan(100) == [3, 3, 2]
+    assert ProcessEngine(concurrency=8, processes=4).plan(2) == [1, 1]  # never more workers than episodes
+    try:
+        make_engine("process", 4, "auto", None, None, None)
+    except ValueError as exc:
+        assert "not settings of engine='process'" in str(exc)
+    else:
+        raise AssertionError("ray_address accepted by the process engine")
+
+
+def test_a_killed_workers_jobs_are_run_again(tmp_path):
+    out, engine = tmp_path / "k.jsonl", ProcessEngine(concurrency=4, processes=2)
+    s = collect(ENV, functools.partial(DiesOncePolicy, str(tmp_path / "died")), episodes=10, engine=engine,
+                env_kwargs=demo_env_kwargs(10), sink=out, progress=False)  # fmt: skip
+    rows, stats = rows_of(out), engine.last_run
+    assert len({(r["task_id"], r["sample"]) for r in rows}) == len(rows) == 10  # every episode once
+    assert s.successes == 10 and s.failures == {}  # the lost episodes re-ran: none recorded as env_crash
+    add3 = next(r for r in rows if r["task_id"] == "add-3")
+    assert add3["worker_attempts"] == 2 and stats.workers_lost == 1 and stats.duplicates == 0
+    assert stats.attempts[3] == 2 and 3 in stats.reruns and stats.workers == 3  # a new worker took the slots
+
+
+def test_a_job_that_always_kills_its_worker_is_given_up_after_the_retries(tmp_path):
+    out, engine = tmp_path / "k.jsonl", ProcessEngine(concurrency=2, processes=2, job_retries=1)
+    s = collect(ENV, DyingPolicy, episodes=10, engine=engine, env_kwargs=demo_env_kwargs(10), sink=out,
+                progress=False)  # fmt: skip
+    rows, stats = rows_of(out), engine.last_run
+    assert len({(r["task_id"], r["sample"]) for r in rows}) == len(rows) == 10
+    crashed = [r for r in rows if r["termination"] == "env_crash"]
+    assert [r["task_id"] for r in crashed] == ["add-3"] and crashed[0]["status"] == "void"
+    assert "worker process died 2 times" in crashed[0]["error"] and crashed[0]["worker_attempts"] == 2
+    assert s.successes == 9 and stats.workers_lost == 2 and stats.gave_up == [3] and list(stats.reruns) == [3]
+
+
+def test_leaving_a_stream_early_stops_the_workers():
+    before = descendants()
+    engine = ProcessEngine(concurrency=4, processes=2)
+    with stream(ENV, functools.partial(PlanPolicy, latency_s=0.2), episodes=40, engine=engine,
+                env_kwargs=demo_env_kwargs(8)) as s:  # fmt: skip
+        first = next(iter(s))
+    assert first.score == 1.0
+    s.close()
+    assert descendants() - before == set()
+
+
+def test_an_unpicklable_factory_fails_every_job_with_the_reason(tmp_path):
+    import threading
+
+    lock = threading.Lock()  # cloudpickle cannot pickle a lock
+
+    def policy():
+        with lock:
+            return PlanPolicy()
+
+    try:
+        collect(ENV, policy, episodes=2, engine=ProcessEngine(concurrency=2, processes=1),
+                env_kwargs=demo_env_kwargs(2), progress=False)  # fmt: skip
+    except TypeError as exc:
+        assert "lock" in str(exc)
+    else:
+        raise AssertionError("an unpicklable policy factory was accepted")
