@@ -1,6 +1,6 @@
 """Train with TRL's GRPOTrainer on an AWorld environment.
 
-Default (CPU, offline, about four minutes): builds the tiny Qwen3, warm-starts it on the tool-choice env's train
+Default (CPU, offline, about five minutes): builds the tiny Qwen3, warm-starts it on the tool-choice env's train
 split (per task, half of the demonstrations call a wrong tool), then runs GRPO with aworld-gym's token-exact
 rollout function on the train split, printing the success on 144 sampled held-out episodes (other numbers, other
 keys) before and after with the learning criterion's p-value, and plotting the training curve:
@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--adapter", choices=["rollout_func", "environment_factory"], default="rollout_func")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=32, help="rollouts per step (4 prompts x 8 generations)")
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=64)
     ap.add_argument("--use-vllm", action="store_true")
@@ -144,33 +144,38 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(out, indent=1))
     if args.plot:
         share = (out["held_out_before"] / 144, out["held_out_after"] / 144) if "p" in out else (None, None)
-        plot(out["reward_per_step"], *share, args.plot)
+        plot(out["reward_per_step"], *share, args.plot, args.batch_size)
         print(f"wrote {args.plot}")
 
 
 def tiny_warm_start(folder: Path, env_kwargs: dict):
     """The tiny offline Qwen3, SFT'd for 800 steps on the train split's demonstrations (per task, two call the
-    right tool and two a wrong one: which tool a wording needs is left for GRPO to learn)."""
+    right tool and two a wrong one: which tool a wording needs is left for GRPO to learn; the lookup tasks also over
+    three other tables, so their values are copied from the tool, not remembered). With ``env_kwargs`` other than
+    the tool-choice env's: two right and two wrong demonstrations per task of that env."""
     import gymnasium as gym
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
     from aworld_gym.trainers.token_rollout import ChatTokens
-    from aworld_gym.trainers.toy import demonstrations, warm_start
+    from aworld_gym.trainers.toy import demonstrations, tool_choice_env_kwargs, warm_start, warm_start_demonstrations
 
     path = build_tiny_qwen3(folder)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
-    env = gym.make("AWorld/MCP-v0", **env_kwargs)
-    try:
-        demos = demonstrations(env, ChatTokens(tok), wrong_rate=0.5, copies=4)
-    finally:
-        env.close()
+    if env_kwargs == tool_choice_env_kwargs("train"):
+        demos = warm_start_demonstrations(ChatTokens(tok))
+    else:
+        env = gym.make("AWorld/MCP-v0", **env_kwargs)
+        try:
+            demos = demonstrations(env, ChatTokens(tok), wrong_rate=0.5, copies=4)
+        finally:
+            env.close()
     warm_start(model, demos, steps=800, lr=3e-3, batch_size=8)
     return model, tok
 
 
-def plot(rewards: list[float], before: float | None, after: float | None, path: str) -> None:
+def plot(rewards: list[float], before: float | None, after: float | None, path: str, batch: int = 32) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,7 +183,7 @@ def plot(rewards: list[float], before: float | None, after: float | None, path: 
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=110)
     steps = list(range(1, len(rewards) + 1))
-    ax.plot(steps, rewards, marker="o", ms=3, lw=1, label="batch mean reward (16 rollouts)")
+    ax.plot(steps, rewards, marker="o", ms=3, lw=1, label=f"batch mean reward ({batch} rollouts)")
     window = 5
     smooth = [sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1])
               for i in range(len(rewards))]  # fmt: skip

@@ -109,8 +109,10 @@ def tool_choice_tasks(
     seed: int = 0,
     ops: Sequence[str] | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
+    table_seed: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The tasks of one split (``"train"`` or ``"heldout"``; disjoint operand pairs and keys, drawn from ``seed``).
+    """The tasks of one split (``"train"`` or ``"heldout"``; disjoint operand pairs and keys, drawn from ``seed``);
+    the lookup answers come from the table of ``table_seed`` (default: ``seed``).
 
     With ``ops``/``pairs`` given: exactly those (one task per operation, wording and pair; no split), for tests that
     need a fixed, small task set.
@@ -120,7 +122,7 @@ def tool_choice_tasks(
         return [_task(op, k, {"a": a, "b": b}, OPS[op](a, b)) for op in chosen
                 for k in range(len(PROMPTS[op])) for a, b in (pairs or ((3, 4),))]  # fmt: skip
     all_pairs = [(a, b) for a in NUMBERS for b in NUMBERS]
-    table = lookup_table(seed)
+    table = lookup_table(seed if table_seed is None else table_seed)
     tasks = []
     for n, op in enumerate(("add", "multiply")):
         for i, (a, b) in enumerate(_split(all_pairs, seed + n, 48, split)[: 24 if split == "train" else 16]):
@@ -160,12 +162,15 @@ def tool_choice_env_kwargs(
     max_turns: int = 3,
     ops: Sequence[str] | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
+    table_seed: int | None = None,
 ) -> dict[str, Any]:
     """``gym.make("AWorld/MCP-v0", **kwargs)`` for the tool-choice environment: the ``split``'s tasks (see
-    :func:`tool_choice_tasks`; ``ops``/``pairs`` pin a small fixed set), the in-process server, the right-tool rule."""
+    :func:`tool_choice_tasks`; ``ops``/``pairs`` pin a small fixed set), the in-process server (its lookup table
+    drawn from ``table_seed``, default ``seed``), the right-tool rule."""
+    table = seed if table_seed is None else table_seed
     return {
-        "mcp_config": {"mcpServers": {"calc": ToyServer(seed)}},
-        "tasks": tool_choice_tasks(split, seed, ops, pairs),
+        "mcp_config": {"mcpServers": {"calc": ToyServer(table)}},
+        "tasks": tool_choice_tasks(split, seed, ops, pairs, table),
         "allow_tools": list(TOOLS),
         "system_prompt": PREAMBLE,
         "tool_format": "compact",  # one line per tool: half the prompt of the full JSON schemas
@@ -219,6 +224,25 @@ def demonstrations(
         for w in wrong:
             actions = demo_actions(task, wrong_tool=w)
             out.append(scripted_episode(env, chat, actions, options={"task_id": task["id"]}, budget=budget))
+    return out
+
+
+def warm_start_demonstrations(chat: Any, tables: int = 4, copies: int = 4, wrong_rate: float = 0.5) -> list[Any]:
+    """The warm start's demonstrations: :func:`demonstrations` of the train split, and of its lookup tasks again over
+    ``tables - 1`` other lookup tables, so the values are copied from the tool's result rather than remembered (the
+    held-out keys' values are never seen in training)."""
+    import gymnasium as gym
+
+    out = []
+    for table in range(tables):
+        kwargs = tool_choice_env_kwargs("train", table_seed=table)
+        if table:
+            kwargs["tasks"] = [t for t in kwargs["tasks"] if t["tool"] == "lookup"]
+        env = gym.make("AWorld/MCP-v0", **kwargs)
+        try:
+            out += demonstrations(env, chat, wrong_rate=wrong_rate, copies=copies, seed=table)
+        finally:
+            env.close()
     return out
 
 

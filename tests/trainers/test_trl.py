@@ -19,12 +19,12 @@ from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
 from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode  # noqa: E402
 from aworld_gym.trainers.toy import (  # noqa: E402
     demo_actions,
-    demonstrations,
     learning_criterion,
     sample_episodes,
     solved,
     tool_choice_env_kwargs,
     warm_start,
+    warm_start_demonstrations,
 )
 from aworld_gym.trainers.trl import (  # noqa: E402
     component_reward,
@@ -48,15 +48,11 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def warm(tiny, tmp_path_factory):
     """The tiny Qwen3 after SFT on the tool-choice train split's demonstrations: per task, two call the right tool
-    and two a wrong one, so the wording-to-tool choice is left to learn (it copies numbers well by the end)."""
+    and two a wrong one, so the wording-to-tool choice is left to learn (it copies numbers well by the end); the
+    lookup tasks also over three other tables, so their values are copied, not remembered."""
     tok = AutoTokenizer.from_pretrained(tiny)
     model = AutoModelForCausalLM.from_pretrained(tiny)
-    env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs("train"))
-    try:
-        eps = demonstrations(env, ChatTokens(tok), wrong_rate=0.5, copies=4)
-    finally:
-        env.close()
-    warm_start(model, eps, steps=800, lr=3e-3, batch_size=8)
+    warm_start(model, warm_start_demonstrations(ChatTokens(tok)), steps=800, lr=3e-3, batch_size=8)
     out = tmp_path_factory.mktemp("warm") / "qwen3"
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -386,7 +382,7 @@ def grpo_run(warm, tmp_path, lr: float, steps: int = 60) -> tuple[list[bool], li
         model=model,
         processing_class=tok,
         reward_funcs=[env_reward],
-        args=config(tmp_path, per_device_train_batch_size=16, num_generations=8, max_steps=steps, learning_rate=lr),
+        args=config(tmp_path, per_device_train_batch_size=32, num_generations=8, max_steps=steps, learning_rate=lr),
         train_dataset=task_dataset("AWorld/MCP-v0", **kwargs),
         rollout_func=rf,
     )
