@@ -79,7 +79,8 @@ def main() -> None:
         print(f"  injected: tool faults {sum(inj['tool'].values())}, endpoint faults {inj['endpoint']}, Ray actors "
               f"killed {inj['actor_kills']}, driver killed {inj['driver_kills']} (after "
               f"{m['written_before_driver_kill']} records) and resumed")  # fmt: skip
-        print(f"  terminations {m['terminations']}; episodes lost with a killed actor {m['actor_crashes']}; "
+        print(f"  terminations {m['terminations']}; episodes re-run after their actor was killed "
+              f"{m['actor_reruns']}, recorded as env_crash with it {m['actor_crashes']}; "
               f"policy errors {len(m['policy_errors'])} (non-JSON replies injected {inj['endpoint'].get('garbage', 0)}: "
               f"not retried; the other endpoint faults are); tool results not as expected {len(m['mismatches'])}")  # fmt: skip
         print(f"  lost {len(m['lost'])}, doubled {len(m['doubled'])}, left running after the driver kill "
