@@ -6,6 +6,9 @@ library below us that swallows a cancellation (or a wait nobody thought to bound
 the episode and a whole rollout waiting for that episode, hanging for ever. Here the step's calls run as a task of
 their own that the step waits for with a timeout: past it the step returns a timeout result for every call, the
 task is cancelled but not waited for, and the step's sessions are marked dead so the next step starts them afresh.
+A step task that ends cancelled while the step itself was not (a deadline's cancellation that a library below let
+escape, or that arrived as the call ended) is the same: timeout results, never a ``CancelledError`` that would end
+the episode's worker without a record.
 """
 
 from __future__ import annotations
@@ -41,8 +44,16 @@ async def guarded_step(
     except asyncio.CancelledError:
         task.cancel()
         raise
-    if done:
+    if done and not task.cancelled():
         return task.result()
+    if done:  # cancelled, though its caller was not: a call's deadline whose cancellation escaped its handling
+        for conn in conns:
+            conn.mark_dead()
+        names = ", ".join(repr(c.name) for c in calls)
+        logger.warning("tool calls %s were cancelled from below (a deadline's cancellation that escaped); ended as "
+                       "timeouts, their servers restarted at the next step", names)  # fmt: skip
+        text = "was interrupted at its deadline and abandoned (its server is restarted)."
+        return [ToolResult(c, f"Error: tool {c.name!r} {text}", TIMEOUT) for c in calls]
     task.cancel()  # not awaited: a task that ignores its cancellation must not hold the step
     task.add_done_callback(_retrieve)
     for conn in conns:

@@ -11,16 +11,19 @@ workers and closes every env when the consumer leaves early.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.pool import EnvPool, run_pooled
+from aworld_gym.rollout.pool import EnvPool, failed_trajectory, run_pooled
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,10 +41,23 @@ class Work:
         return self.task_ids[job.task_index] if self.task_ids else None
 
     async def run(self, pool: EnvPool, policy: Policy, job: Job, **driver: Any) -> Trajectory:
-        """One job as an episode on a pooled env: the one place engines call the driver."""
-        return await run_pooled(pool, policy, env_id=self.env_id, task_id=self.task_id(job), retry_void=self.retry_void,
-                                seed=job.seed, options={"task_index": job.task_index}, sample=job.sample,
-                                group=str(job.group), **driver)  # fmt: skip
+        """One job as an episode on a pooled env: the one place engines call the driver.
+
+        A ``CancelledError`` that reaches here while the engine's own task is not being cancelled (a cancellation
+        meant for something below that escaped it) ends the episode as ``env_crash`` (void): a worker that died of it
+        would leave its job without a record and the run waiting for it for ever."""
+        try:
+            return await run_pooled(pool, policy, env_id=self.env_id, task_id=self.task_id(job),
+                                    retry_void=self.retry_void, seed=job.seed, options={"task_index": job.task_index},
+                                    sample=job.sample, group=str(job.group), **driver)  # fmt: skip
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            logger.error("episode %s of task %s: a stray cancellation ended it; recorded as env_crash", job.index,
+                         self.task_id(job), exc_info=True)  # fmt: skip
+            return failed_trajectory(self.env_id, Termination.ENV_CRASH, exc, task_id=self.task_id(job), seed=job.seed,
+                                     sample=job.sample, group=str(job.group), policy=policy)  # fmt: skip
 
 
 class Engine(Protocol):

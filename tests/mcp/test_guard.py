@@ -45,3 +45,23 @@ def test_a_step_whose_call_swallows_its_cancellation_ends_at_the_guard(monkeypat
         assert hub.call([ToolCall("add", {"a": 5, "b": 6})])[0].text == "11"  # the next step: a fresh session
     finally:
         hub.close()
+
+
+def test_a_cancellation_that_escapes_a_call_ends_the_step_as_timeouts_not_the_episode(monkeypatch):
+    """The step's task ends cancelled though the step was not (a deadline's cancellation let through from below, as
+    a soak run showed: four episode workers died of it and the rollout waited for their records for ever)."""
+    hub = ToolHub(servers={"tools": function_server([add])}).start()
+    try:
+        real = hub._call_one
+
+        async def escaped(call):
+            raise asyncio.CancelledError  # what a leaked cancellation looks like to the step
+
+        monkeypatch.setattr(hub, "_call_one", escaped)
+        res = hub.call([ToolCall("add", {"a": 1, "b": 2})])
+        assert [r.error for r in res] == [TIMEOUT] and "interrupted at its deadline" in res[0].text
+        assert not any(c.alive for c in hub._conns)  # marked dead: restarted at the next step
+        monkeypatch.setattr(hub, "_call_one", real)
+        assert hub.call([ToolCall("add", {"a": 5, "b": 6})])[0].text == "11"
+    finally:
+        hub.close()

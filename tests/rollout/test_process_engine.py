@@ -1,10 +1,12 @@
 """ProcessEngine: episodes in worker processes on this machine (real subprocesses, a real MCP server per env)."""
 
+import asyncio
 import functools
 import json
 import os
 
 import psutil
+import pytest
 
 import aworld_gym  # noqa: F401
 from aworld_gym.rollout.collect import collect
@@ -112,3 +114,25 @@ def test_an_unpicklable_factory_fails_every_job_with_the_reason(tmp_path):
         assert "lock" in str(exc)
     else:
         raise AssertionError("an unpicklable policy factory was accepted")
+
+
+class StrayCancelPolicy(PlanPolicy):
+    """Raises a CancelledError nobody asked for on task add-3 (a cancellation that escaped the layer it was for)."""
+
+    async def aact(self, env, obs, info):
+        if env.task.id == "add-3":
+            raise asyncio.CancelledError
+        return self.act(env, obs, info)
+
+
+@pytest.mark.timeout(120)  # before the fix, the run waited for ever for the record its dead worker never sent
+@pytest.mark.parametrize("engine", ["async", "process"])
+def test_a_stray_cancellation_ends_its_episode_as_env_crash_not_the_run(engine, tmp_path):
+    out = tmp_path / "s.jsonl"
+    s = collect(ENV, StrayCancelPolicy, episodes=6, concurrency=3, engine=engine, env_kwargs=demo_env_kwargs(6),
+                sink=out, progress=False)  # fmt: skip
+    rows = rows_of(out)
+    assert sorted(r["task_id"] for r in rows) == [f"add-{i}" for i in range(6)]
+    crashed = [r for r in rows if r["termination"] == "env_crash"]
+    assert [r["task_id"] for r in crashed] == ["add-3"] and crashed[0]["status"] == "void"
+    assert "CancelledError" in crashed[0]["error"] and s.successes == 5
