@@ -74,10 +74,11 @@ class Watchdog:
         self._timer, self._timer_when = None, float("inf")
         now = loop.time()
         earliest = float("inf")
-        for entry in self._entries.values():
-            if entry.fired:
-                continue
+        for key, entry in list(self._entries.items()):
             if entry.when <= now:
+                # Fired once, then forgotten: its handler may await more (a probe) before ``remove``, and
+                # ``expired()`` resets ``fired``; a second cancellation then would escape the handler.
+                del self._entries[key]
                 if not entry.task.done():
                     entry.fired = True
                     entry.task.cancel()

@@ -77,3 +77,35 @@ def test_many_concurrent_deadlines() -> None:
 
     out = asyncio.run(main())
     assert out == ["timeout" if i % 2 else "done" for i in range(40)]
+
+
+def test_a_fired_deadline_never_fires_again_while_its_handler_still_awaits() -> None:
+    """After the deadline fired and was handled (``expired()``), the call's handler awaits more (the hub probes the
+    session) before its ``finally`` removes the entry. Another call's deadline ticking meanwhile must not cancel it a
+    second time: that cancellation escaped the handler, ended the step's task cancelled and, under the soak's 64
+    concurrent envs, killed episode workers without a record."""
+
+    async def probing(dog: Watchdog) -> str:
+        key, deadline = dog.add(0.05)
+        try:
+            await asyncio.sleep(5.0)
+            return "done"
+        except asyncio.CancelledError:
+            if deadline.expired():
+                await asyncio.sleep(0.5)  # the probe; other deadlines tick meanwhile
+                return "timeout"
+            raise
+        finally:
+            dog.remove(key)
+            deadline.expired()
+
+    async def main() -> list[str]:
+        dog = Watchdog()
+        first = asyncio.create_task(probing(dog))
+        await asyncio.sleep(0.1)  # the first deadline has fired; its handler is probing
+        others = [asyncio.create_task(guarded(dog, 0.02 * (i + 1), 5.0)) for i in range(10)]
+        out = [await first, *await asyncio.gather(*others)]
+        dog.close()
+        return out
+
+    assert asyncio.run(main()) == ["timeout"] * 11
