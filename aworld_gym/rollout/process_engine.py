@@ -189,13 +189,15 @@ class ProcessEngine:
             stats.start_s = time.perf_counter() - t0
             while len(done) < len(jobs):
                 for w in workers:
+                    if w.proc.returncode is not None:
+                        continue  # gone: its end is in the events, and lose() gives its jobs to a new worker
                     free = w.slots - len(w.assigned)
                     batch: list[Job] = []
                     while queue and len(batch) < free:
                         job = queue.popleft()
                         if job.index not in done:
                             batch.append(job)
-                    if batch and w.proc.returncode is None:
+                    if batch:
                         for job in batch:
                             w.assigned[job.index] = job
                             stats.attempts[job.index] = stats.attempts.get(job.index, 0) + 1
