@@ -60,6 +60,17 @@ class Work:
                                      sample=job.sample, group=str(job.group), policy=policy)  # fmt: skip
 
 
+def take_jobs(queue: deque[Job], most: int, done: set[int]) -> list[Job]:
+    """Up to ``most`` jobs from the front of ``queue``, skipping those already recorded (``done``): a batch for one
+    worker of an engine that hands jobs out as slots free up."""
+    batch: list[Job] = []
+    while queue and len(batch) < most:
+        job = queue.popleft()
+        if job.index not in done:
+            batch.append(job)
+    return batch
+
+
 class Engine(Protocol):
     """Runs the episodes of a :class:`Work`; yields ``(job, trajectory)`` as each one finishes."""
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.engines import Work
+from aworld_gym.rollout.engines import Work, take_jobs
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.pool import failed_trajectory
 
@@ -191,12 +191,7 @@ class ProcessEngine:
                 for w in workers:
                     if w.proc.returncode is not None:
                         continue  # gone: its end is in the events, and lose() gives its jobs to a new worker
-                    free = w.slots - len(w.assigned)
-                    batch: list[Job] = []
-                    while queue and len(batch) < free:
-                        job = queue.popleft()
-                        if job.index not in done:
-                            batch.append(job)
+                    batch = take_jobs(queue, w.slots - len(w.assigned), done)
                     if batch:
                         for job in batch:
                             w.assigned[job.index] = job

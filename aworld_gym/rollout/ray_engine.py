@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.engines import Work
+from aworld_gym.rollout.engines import Work, take_jobs
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.pool import failed_trajectory
 from aworld_gym.rollout.ray_pool import ActorPool
@@ -222,12 +222,7 @@ class RayEngine:
         try:
             while len(done) < len(jobs):
                 for i, member in enumerate(pool.members):
-                    free = member.slots - len(assigned[i])
-                    batch: list[Job] = []
-                    while queue and len(batch) < free:
-                        job = queue.popleft()
-                        if job.index not in done:
-                            batch.append(job)
+                    batch = take_jobs(queue, member.slots - len(assigned[i]), done)
                     if batch:
                         for job in batch:
                             assigned[i][job.index] = job
