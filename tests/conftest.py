@@ -25,6 +25,18 @@ def sse_url():
         yield url
 
 
+@pytest.fixture(autouse=True)
+def _event_loop_policy():
+    """A test that ran uvicorn in this process may leave uvloop installed as the loop policy: put the policy back, so
+    no test's outcome depends on which ran before it (the loop is chosen on purpose where it matters)."""
+    import asyncio
+
+    policy = asyncio.get_event_loop_policy()
+    yield
+    if asyncio.get_event_loop_policy() is not policy:
+        asyncio.set_event_loop_policy(policy)
+
+
 # ----- pytest-xdist: whole files per worker, conflicting files on one, slow ones first (tests/parallel.py) -------
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; optional: xdist may be absent
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

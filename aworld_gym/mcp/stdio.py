@@ -15,6 +15,8 @@ and bounds everything else a server can do to it:
   a JSON-RPC error (or, when even that cannot be queued, dropped and counted);
 - **the server's exit ends the session at once**: a watcher waits for the process, and when it exits the output
   already in the pipe is read and the session ends, even if a child of the server still holds its stdout;
+- **the pipes are ours** (:mod:`~aworld_gym.mcp.pipes`): 64 kB kernel pipes on every event loop (uvloop would
+  give the server socket pairs that swallow hundreds of kB, hiding a server that stopped reading);
 - **stopping kills the whole tree** (:mod:`~aworld_gym.mcp.proctree`): the server runs as a child subreaper, so its
   orphaned descendants, setsid ones included, are killed with it, and so is anything still holding its pipes or
   carrying its environment marker.
@@ -44,7 +46,8 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, TOO_LARGE, LineReader, Warnings, message_id, too_large
-from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv, pipe_inode
+from aworld_gym.mcp.pipes import ServerPipes
+from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv
 from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "TOO_LARGE", "LineReader", "bounded_stdio_client", "message_id", "too_large"]
@@ -116,18 +119,6 @@ def _check_command(command: str, env: dict[str, str], cwd: Any) -> None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
-def _pipe_ends(process: Any) -> dict[int, int]:
-    """{pipe inode: the server's access mode} for its stdin and stdout (empty where they cannot be read)."""
-    ends: dict[int, int] = {}
-    with suppress(Exception):
-        transport = process._transport  # anyio's asyncio process: the pipes' file objects
-        for number, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY)):
-            inode = pipe_inode(transport.get_pipe_transport(number).get_extra_info("pipe").fileno())
-            if inode is not None:
-                ends[inode] = mode
-    return ends
-
-
 class _State:
     """What the transport's tasks share."""
 
@@ -158,8 +149,15 @@ async def bounded_stdio_client(
     argv = launch_argv([server.command, *server.args])
     if argv[0] != server.command:
         _check_command(server.command, env, server.cwd)
-    process = await anyio.open_process(argv, env=env, cwd=server.cwd, stderr=errlog, start_new_session=True)
-    tree = ProcessTree(process.pid, _pipe_ends(process), marker)
+    pipes = ServerPipes()
+    try:
+        process = await anyio.open_process(argv, env=env, cwd=server.cwd, stdin=pipes.child_stdin,
+                                           stdout=pipes.child_stdout, stderr=errlog, start_new_session=True)  # fmt: skip
+    except BaseException:
+        await pipes.aclose()
+        raise
+    pipes.started()
+    tree = ProcessTree(process.pid, pipes.ends, marker)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     send, write_reader = anyio.create_memory_object_stream[SessionMessage](OUTBOX_MESSAGES)
     outbox = Outbox(send)
@@ -188,7 +186,6 @@ async def bounded_stdio_client(
         await read_writer.send(message)
 
     async def stdout_reader() -> None:
-        assert process.stdout is not None
         async with read_writer:
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
                 drain_until: float | None = None
@@ -200,7 +197,7 @@ async def bounded_stdio_client(
                             state.read_scope = scope
                         else:
                             scope.deadline = min(drain_until, anyio.current_time() + DRAIN_IDLE_S)
-                        chunk = await process.stdout.receive()
+                        chunk = await pipes.stdout.receive()
                     state.read_scope = None
                     if scope.cancelled_caught:
                         if drain_until is not None:
@@ -210,7 +207,6 @@ async def bounded_stdio_client(
                         await deliver(message)
 
     async def stdin_writer() -> None:
-        assert process.stdin is not None
         try:
             async with write_reader:
                 async for message in write_reader:
@@ -220,7 +216,7 @@ async def bounded_stdio_client(
                     data = msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     writes.since = time.monotonic()
                     with anyio.move_on_after(write_timeout) as scope:
-                        await process.stdin.send(data.encode())
+                        await pipes.stdin.send(data.encode())
                     writes.since = None
                     if scope.cancelled_caught:
                         logger.warning("MCP server %r has not read its input for %g s; ending its session",
@@ -248,7 +244,7 @@ async def bounded_stdio_client(
             yield read_stream, outbox
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process, tree)
+                await _stop(process, tree, pipes)
                 for stream in (read_stream, send, read_writer, write_reader):
                     with suppress(Exception):
                         await stream.aclose()
@@ -259,12 +255,12 @@ async def bounded_stdio_client(
                      "to it", server.command, reader.dropped_logs, state.refused, outbox.dropped)  # fmt: skip
 
 
-async def _stop(process: Any, tree: ProcessTree) -> None:
+async def _stop(process: Any, tree: ProcessTree, pipes: ServerPipes) -> None:
     """Remember the server's tree, close stdin, give the server a moment, SIGTERM and SIGKILL its process group, then
     SIGKILL every process it left (:meth:`ProcessTree.kill_rest`)."""
     tree.snapshot()
     with suppress(Exception):
-        await process.stdin.aclose()
+        await pipes.stdin.aclose()
     if not await _exited(process, STOP_GRACE_S):
         tree.snapshot()
         with suppress(Exception):
@@ -275,7 +271,7 @@ async def _stop(process: Any, tree: ProcessTree) -> None:
         if killed:
             logger.info("killed %d processes the MCP server (pid %d) left running", killed, process.pid)
     with suppress(Exception):
-        await process.stdout.aclose()
+        await pipes.aclose()
 
 
 async def _exited(process: Any, timeout: float) -> bool:

@@ -29,7 +29,17 @@ def _config(tmp_path, **env: str) -> dict:
 
 
 @pytest.fixture
-def hostile(tmp_path):
+def hostile(tmp_path, request):
+    """A hub on the hostile server; ``indirect`` param "uvloop" runs the hub's loop on uvloop (which uvicorn, Ray and
+    vLLM install as the policy, and whose subprocesses get socket pairs unless the transport makes its own pipes)."""
+    if getattr(request, "param", "asyncio") == "uvloop":
+        import asyncio
+
+        import uvloop  # declared in the dev extra: installed by make
+
+        policy = asyncio.get_event_loop_policy()
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        request.addfinalizer(lambda: asyncio.set_event_loop_policy(policy))
     hub = ToolHub(_config(tmp_path)).start()
     hub.cancel_log = tmp_path / "cancelled.jsonl"  # type: ignore[attr-defined]
     hub.pid_file = tmp_path / "pids"  # type: ignore[attr-defined]
@@ -128,6 +138,7 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+@pytest.mark.parametrize("hostile", ["asyncio", "uvloop"], indirect=True)
 def test_closing_kills_every_process_the_server_left(hostile):
     """A helper in its own process group, a setsid grandchild whose parent exited (both off our pipes) and a setsid
     child that outlived its server holding stdout: all gone after close, though the server exits promptly on EOF,
@@ -148,9 +159,11 @@ def test_a_server_that_dies_while_its_child_holds_stdout_is_reported_at_once(hos
     assert res.error == "server_died" and time.perf_counter() - t0 < 2.0, res.text
 
 
+@pytest.mark.parametrize("hostile", ["asyncio", "uvloop"], indirect=True)
 def test_a_server_that_stops_reading_ends_the_step_within_its_timeout(hostile):
     """The pipe to the server fills: the blocked write marks the session dead (no blocked courtesy cancel, no
-    second wait for the probe), and the next call runs on a fresh server."""
+    second wait for the probe), and the next call runs on a fresh server. On uvloop too, whose subprocesses would
+    get socket pairs that take the whole 190 kB without blocking (the transport makes its own 64 kB pipes)."""
     assert hostile.call([ToolCall("stop_reading", {})])[0].text == "stopped reading"
     t0 = time.perf_counter()
     res = hostile.call([ToolCall("ok", {"text": "x" * 190_000})])[0]
