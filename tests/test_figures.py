@@ -43,7 +43,14 @@ def expected() -> dict[str, list[str]]:
     soak = load("soak.json")
     grpo = load("grpo_tool_choice.json")
     control = grpo["control"]
+    ray = load("ray_pool.json")
+    warm, loss = ray["warm_pool"], ray["node_loss"]["check"]
     return {
+        "ray_pool.json": [f"efficiency {warm['later_efficiency']:.2f} after the first call",
+                          f"one-shot: {warm['rows'][0]['efficiency']:.2f}",
+                          f"{loss['distinct_jobs']:,} jobs recorded exactly once" if loss["exactly_once"] else "never",
+                          f"the lost node's {loss['jobs_on_lost_node_rerun']} re-run",
+                          f"concurrency {warm['rows'][0]['concurrency']}"],
         "rollout_scaling.json": [f"**{scaling['ratio']:.0f}x**", f"{scaling['parallel']['episodes']} episodes",
                                  f"concurrency {scaling['parallel']['concurrency']}"],
         "step_overhead.json": [f"{min(steps):.2f}-{max(steps):.2f}x"],
