@@ -5,7 +5,7 @@ install as the loop policy) gives the child a Unix socket pair, whose buffers ta
 request to a server that has stopped reading its input is "written" at once, so nothing shows that the server has
 stopped reading and every call waits for its timeout and a probe. And the pipes' inodes, by which the process tree
 finds who holds them, could only be read from asyncio's own transport. So the transport makes the pipes itself
-(:func:`server_pipes`), hands the child its ends, and reads and writes the other ends without blocking
+(:class:`ServerPipes`), hands the child its ends, and reads and writes the other ends without blocking
 (:class:`PipeWriter`, :class:`PipeReader`), waiting on the loop for the fd to be ready.
 """
 
