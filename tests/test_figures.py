@@ -48,7 +48,7 @@ def expected() -> dict[str, list[str]]:
     return {
         "ray_pool.json": [f"efficiency {warm['later_efficiency']:.2f} after the first call",
                           f"one-shot: {warm['rows'][0]['efficiency']:.2f}",
-                          f"{loss['distinct_jobs']:,} jobs recorded exactly once" if loss["exactly_once"] else "never",
+                          f"{loss['distinct_jobs']:,} jobs recorded exactly once",
                           f"the lost node's {loss['jobs_on_lost_node_rerun']} re-run",
                           f"concurrency {warm['rows'][0]['concurrency']}"],
         "rollout_scaling.json": [f"**{scaling['ratio']:.0f}x**", f"{scaling['parallel']['episodes']} episodes",
@@ -83,12 +83,15 @@ def test_every_headline_figure_is_its_jsons_number():
             assert text in rows[name], f"README's {name} row should say {text!r}: {rows[name]}"
 
 
-def test_soak_and_grpo_claims_hold_in_their_json():
+def test_soak_grpo_and_node_loss_claims_hold_in_their_json():
     soak = load("soak.json")
     assert not soak["lost"] and not soak["doubled"] and not soak["orphans"]
     assert all(not soak[k].get(f) for k in ("code", "gaia", "mixed") for f in ("lost", "doubled", "orphans"))
     grpo = load("grpo_tool_choice.json")
     assert grpo["passed"] and grpo["p"] <= 0.01 and not grpo["control"]["passed"]
+    loss = load("ray_pool.json")["node_loss"]["check"]
+    assert loss["exactly_once"] and not loss["duplicates_dropped"] and not loss["gave_up"]
+    assert loss["records"] == loss["distinct_jobs"] and not loss["lost_node_processes_left"]
 
 
 def test_side_by_side_runs_say_they_were_quiet():

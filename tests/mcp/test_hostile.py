@@ -37,9 +37,7 @@ def hostile(tmp_path, request):
 
         import uvloop  # declared in the dev extra: installed by make
 
-        policy = asyncio.get_event_loop_policy()
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-        request.addfinalizer(lambda: asyncio.set_event_loop_policy(policy))
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # put back after the test by conftest's fixture
     hub = ToolHub(_config(tmp_path)).start()
     hub.cancel_log = tmp_path / "cancelled.jsonl"  # type: ignore[attr-defined]
     hub.pid_file = tmp_path / "pids"  # type: ignore[attr-defined]
