@@ -50,3 +50,25 @@ def result_json(result: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ServerError(f"unexpected answer from the page script: {text[:300]}")
     return value
+
+
+# What Playwright logs when the page itself keeps an action from happening (the action retries until its timeout):
+# the element is hidden, disabled, moving, covered, scrolled away or removed. A model's mistake, shown to the model.
+PAGE_REASONS = (
+    "element is not ",  # visible / enabled / stable / editable
+    "intercepts pointer events",
+    "element is outside of the viewport",
+    "element was detached from the DOM",
+)
+_TIMED_OUT = re.compile(r"\bTimeout \d+ms exceeded\b")
+
+
+def starved(text: str) -> bool:
+    """Whether a Playwright MCP error is a timeout the page gave no reason for: the element was found (a missing one
+    fails at once: "does not match any elements"), yet the action got no verdict from the page within Playwright's
+    timeout. That is the machine or the browser being too slow (a starved CPU, a stalled renderer), not the model's
+    mistake: Browser-v0 ends such an episode as an infrastructure failure (``void``), never with reward 0."""
+    if not _TIMED_OUT.search(text):
+        return False
+    log = text.split("Call log:", 1)[1] if "Call log:" in text else ""
+    return not any(reason in log for reason in PAGE_REASONS)

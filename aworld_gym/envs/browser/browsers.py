@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Any
 
+from aworld_gym.core.admission import Admission
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.resources import Holdings, LocalServer
 from aworld_gym.envs.browser.playwright import PlaywrightServer
@@ -20,20 +21,49 @@ CONTEXTS_ENV = "AWORLD_GYM_BROWSER_CONTEXTS"
 # 32 contexts per browser: 128 envs run on 4 browsers (4 Node servers sharing the CPU with the driver). Measured
 # by benchmarks/browser_scale.py, see docs/benchmarks.md.
 DEFAULT_CONTEXTS = 32
+ACTIVE_ENV = "AWORLD_GYM_BROWSER_ACTIVE"
+# Envs driving their browser at once, per CPU: the others wait in the driver (no browser timeout runs there), so a
+# starved machine slows episodes down instead of timing out their page loads and clicks. Measured by
+# benchmarks/browser_scale.py, see docs/benchmarks.md.
+ACTIVE_PER_CPU = 4
+
+
+def _setting(given: int | None, variable: str, default: int, what: str) -> int:
+    if given is None:
+        raw = os.environ.get(variable, "")
+        try:
+            given = int(raw) if raw.strip() else default
+        except ValueError:
+            raise ConfigError(f"${variable}={raw!r} is not a whole number") from None
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise ConfigError(f"{what} must be a whole number >= 1, not {given!r}")
+    return given
 
 
 def contexts_cap(given: int | None = None) -> int:
     """The number of envs (browser contexts) one shared browser may hold: ``given``, else
     ``$AWORLD_GYM_BROWSER_CONTEXTS``, else :data:`DEFAULT_CONTEXTS`."""
-    if given is None:
-        raw = os.environ.get(CONTEXTS_ENV, "")
-        try:
-            given = int(raw) if raw.strip() else DEFAULT_CONTEXTS
-        except ValueError:
-            raise ConfigError(f"${CONTEXTS_ENV}={raw!r} is not a whole number") from None
-    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-        raise ConfigError(f"contexts_per_browser must be a whole number >= 1, not {given!r}")
-    return given
+    return _setting(given, CONTEXTS_ENV, DEFAULT_CONTEXTS, "contexts_per_browser")
+
+
+def active_cap(given: int | None = None) -> int:
+    """The number of envs of this process that may drive their browser at once (a reset, a step): ``given``, else
+    ``$AWORLD_GYM_BROWSER_ACTIVE``, else :data:`ACTIVE_PER_CPU` per CPU this process may run on."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return _setting(given, ACTIVE_ENV, ACTIVE_PER_CPU * cpus, "active_browsers")
+
+
+_admissions: dict[int, Admission] = {}
+_admissions_lock = threading.Lock()
+
+
+def admission(limit: int) -> Admission:
+    """The process-wide gate of every Browser-v0 env made with this ``limit`` (shared or own browsers alike: they
+    share the machine's CPUs)."""
+    with _admissions_lock:
+        if limit not in _admissions:
+            _admissions[limit] = Admission(limit)
+        return _admissions[limit]
 
 
 class BrowserPool:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import io
 import json
 import re
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, SupportsFloat
 from urllib.parse import urlsplit
 
 from aworld_gym.core.env import MCPEnv, TaskState
@@ -24,14 +25,14 @@ from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.core.task import Task
 from aworld_gym.envs.browser.answers import result_json as _result_json
 from aworld_gym.envs.browser.answers import sections as _sections
-from aworld_gym.envs.browser.answers import steady
+from aworld_gym.envs.browser.answers import starved, steady
 from aworld_gym.envs.browser.answers import text_of as _text
-from aworld_gym.envs.browser.browsers import browser_pool, contexts_cap
+from aworld_gym.envs.browser.browsers import active_cap, admission, browser_pool, contexts_cap
 from aworld_gym.envs.browser.observe import OBS_MODES, SCREENSHOT_CODE, Element, draw_marks, split_boxes
 from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
 from aworld_gym.envs.browser.playwright import own_browser_entry
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
-from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
+from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, TOOL_ERROR, ToolResult
 
 # What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
 # browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and
@@ -102,6 +103,9 @@ class BrowserEnv(MCPEnv):
             isolated browser context per env) or ``"own"`` (a Playwright MCP server with its own Chromium for this env).
         contexts_per_browser: in shared mode, the envs one browser holds at most; more envs start more browsers
             (``None``: ``$AWORLD_GYM_BROWSER_CONTEXTS``, else 32).
+        active_browsers: how many Browser-v0 envs of this process may drive their browser at once (a reset, a
+            step); the others wait for a turn in the driver, where no browser timeout runs (``None``:
+            ``$AWORLD_GYM_BROWSER_ACTIVE``, else 4 per CPU).
         time_limit_s: the page's own episode timer (MiniWoB++'s default is 10 s, too short for a model).
         settle_ms: how long Playwright waits after an action for the page to settle.
         snapshot_after_step: append the page's snapshot to each step's observation (unless the step's last
@@ -127,6 +131,7 @@ class BrowserEnv(MCPEnv):
         task: str | None = None,
         browser: str = "shared",
         contexts_per_browser: int | None = None,
+        active_browsers: int | None = None,
         time_limit_s: float = 600.0,
         settle_ms: int = 150,
         snapshot_after_step: bool = True,
@@ -162,6 +167,7 @@ class BrowserEnv(MCPEnv):
         self._output_dir: str | None = None
         self._fresh_session = False  # an infrastructure failure: the next reset opens a new browser session
         cap = contexts_cap(contexts_per_browser)
+        self.admission = admission(active_cap(active_browsers))
         self.pages = self.hold(shared_pages()).rstrip("/")  # http://127.0.0.1:<port>/<token>
         self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.pages))
         try:
@@ -195,6 +201,10 @@ class BrowserEnv(MCPEnv):
         if task.metadata.get("page") is None:
             raise ConfigError(f"{task.id!r} is not a MiniWoB++ task of AWorld/Browser-v0 (no page to open)")
         seed = int(self.np_random.integers(2**31))  # the page's seed: drawn once, a second try opens the same task
+        async with self.admission.ahold():
+            await self._begin(task, seed)
+
+    async def _begin(self, task: Task, seed: int) -> None:
         for attempt in range(2):  # the first call after a browser crash may fail while Playwright relaunches it
             if self._fresh_session or attempt:
                 await self._new_session()
@@ -206,6 +216,14 @@ class BrowserEnv(MCPEnv):
                 if attempt:
                     raise
         self._fresh_session = False
+
+    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        with self.admission.hold():  # waits in this thread, before the browser's clocks start
+            return super().step(action)
+
+    async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        async with self.admission.ahold():
+            return await super().astep(action)
 
     def render_prompt(self, task: Task) -> str:
         # The instruction once (the page shows it at its top); the page by its path, not its run-dependent URL.
@@ -223,6 +241,7 @@ class BrowserEnv(MCPEnv):
         # what the agent sees is the same for the same seed and actions, run after run: copies without run-dependent
         # text are what the step shows and records (the hub's results are not changed)
         results[:] = [r.with_text(steady(r.text, self.pages)) for r in results]
+        results[:] = [_as_timeout(r) for r in results]  # a browser too slow to act: infrastructure, not the model
         if any(r.error in (TIMEOUT, SERVER_DIED) for r in results):
             self._fresh_session = True  # a page that hangs, a server that died: this session is not trusted again
             if self.truncate_on_infra_error:
@@ -363,3 +382,11 @@ class BrowserEnv(MCPEnv):
             return base64.b64decode(json.loads(body), validate=True)
         except (ValueError, TypeError) as exc:
             raise ServerError(f"no screenshot: {_text(result)[:300]}") from exc
+
+
+def _as_timeout(result: ToolResult) -> ToolResult:
+    """A Playwright action that timed out with no reason from the page (:func:`~.answers.starved`) counts as the
+    call timing out; ``browser_wait_for`` waits for what the model asked, and its timeout stays the model's."""
+    if result.error != TOOL_ERROR or result.call.name == "browser_wait_for" or not starved(result.text):
+        return result
+    return dataclasses.replace(result, error=TIMEOUT)

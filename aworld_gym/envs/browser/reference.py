@@ -1,7 +1,9 @@
 """The scripted reference policy of AWorld/Browser-v0: solves MiniWoB++ tasks through the Playwright MCP tools.
 
 It reads the task's instruction (as a model would, from the first observation) and acts on elements with CSS
-selectors, one tool call per turn. It knows :data:`REFERENCE_TASKS`; on any other task it gives up at once.
+selectors, one tool call per turn. It knows :data:`REFERENCE_TASKS`; on any other task it gives up at once. A click
+that another element blocks (MiniWoB++ places buttons at random, and one may cover another's middle) is done again
+from the keyboard: the element is focused and a space typed into it, which presses a button or ticks a box.
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ def _click(target: str, element: str = "") -> Call:
 
 def _type(target: str, text: str) -> Call:
     return "browser_type", {"target": target, "text": text, "element": target}
+
+
+def _press(call: Call) -> Call:
+    """A click done from the keyboard: focus the element, type a space (no pointer, so nothing on top can block)."""
+    arguments = call[1]
+    return "browser_type", {"target": arguments["target"], "text": " ", "slowly": True, "element": arguments["element"]}
+
+
+def _blocked(turn: dict[str, Any]) -> bool:
+    """Whether the turn's click timed out because another element was on top of its target."""
+    return any(
+        r.get("name") == "browser_click" and r.get("error") and "intercepts pointer events" in str(r.get("text"))
+        for r in turn.get("tool_results", [])
+    )
 
 
 def _submit() -> Call:
@@ -105,8 +121,12 @@ class BrowserReferencePolicy(ScriptedPolicy):
         if solver is None:
             return f"I have no script for {env.task.id!r}.\n<answer>give up</answer>"
         plan = solver(env.utterance)
-        if env.turn >= len(plan):
+        turns = list(getattr(env, "turns", []))[: env.turn]
+        step = sum(1 for turn in turns if not _blocked(turn))  # a blocked click is tried again, by keyboard
+        if step >= len(plan):
             return "Every planned step is done, but the task did not end.\n<answer>give up</answer>"
-        name, arguments = plan[env.turn]
+        name, arguments = plan[step]
+        if turns and _blocked(turns[-1]):
+            name, arguments = _press(plan[step])
         call = json.dumps({"name": name, "arguments": arguments})
         return f"<think>Step {env.turn + 1} of {len(plan)}.</think>\n<tool_call>\n{call}\n</tool_call>"

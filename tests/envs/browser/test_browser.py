@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import gymnasium as gym
@@ -171,6 +173,44 @@ def test_envs_share_one_browser_with_isolated_contexts():
     finally:
         a.close()
         b.close()
+
+
+def test_resets_and_steps_wait_for_a_turn_at_the_admission_gate():
+    """``active_browsers=1``: while another env drives a browser (the test holds the one slot), a reset and a step
+    wait at the gate, on both faces, and go on when the slot is given back."""
+    with browser_env(task="click-test", active_browsers=1) as env:
+        gate = env.unwrapped.admission
+        assert gate.limit == 1
+
+        def blocked(work) -> None:
+            gate.acquire_sync()
+            done = threading.Event()
+            worker = threading.Thread(target=lambda: (work(), done.set()))
+            worker.start()
+            assert not done.wait(1.5) and gate.waiting == 1  # nothing reached the browser yet
+            gate.release()
+            assert done.wait(60)
+            worker.join()
+
+        blocked(lambda: env.reset(seed=1))
+        blocked(lambda: env.step(call("browser_snapshot")))
+        assert gate.held == 0 and gate.queued >= 2
+
+    async def on_one_loop() -> float:
+        env = gym.make("AWorld/Browser-v0", task="click-test", active_browsers=1)
+        try:
+            for work in (lambda: env.areset(seed=1), lambda: env.astep(call("browser_click", target="button"))):
+                await gate.acquire()
+                running = asyncio.create_task(work())
+                await asyncio.sleep(1.5)
+                assert not running.done() and gate.waiting == 1
+                gate.release()
+                out = await asyncio.wait_for(running, 60)
+            return out[1]
+        finally:
+            await env.aclose()
+
+    assert asyncio.run(on_one_loop()) == 1.0  # click-test solved through the gate
 
 
 def test_killing_chromium_mid_episode_truncates_with_env_crash_and_the_next_reset_works():

@@ -10,7 +10,7 @@ import pytest
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.resources import Holdings
 from aworld_gym.envs.browser import browsers
-from aworld_gym.envs.browser.browsers import BrowserPool, contexts_cap
+from aworld_gym.envs.browser.browsers import BrowserPool, active_cap, contexts_cap
 
 
 class Counted:
@@ -77,3 +77,16 @@ def test_the_cap_comes_from_the_argument_the_environment_or_the_default(monkeypa
     monkeypatch.setenv(browsers.CONTEXTS_ENV, "many")
     with pytest.raises(ConfigError, match="AWORLD_GYM_BROWSER_CONTEXTS"):
         contexts_cap()
+
+
+def test_active_browsers_come_from_the_argument_the_environment_or_the_cpus(monkeypatch):
+    monkeypatch.delenv(browsers.ACTIVE_ENV, raising=False)
+    monkeypatch.setattr(browsers.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert active_cap() == 3 * browsers.ACTIVE_PER_CPU
+    monkeypatch.setenv(browsers.ACTIVE_ENV, "5")
+    assert active_cap() == 5 and active_cap(2) == 2
+    for bad in (0, 1.5, False):
+        with pytest.raises(ConfigError, match="active_browsers"):
+            active_cap(bad)
+    assert browsers.admission(7) is browsers.admission(7)  # one gate per limit in the process
+    assert browsers.admission(7).limit == 7 and browsers.admission(6) is not browsers.admission(7)
