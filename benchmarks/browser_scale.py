@@ -150,7 +150,7 @@ def summarize(row: dict[str, Any], result: dict[str, Any]) -> None:
                step_s_p50=quantile(steps, 0.5), step_s_p90=quantile(steps, 0.9),
                fds_before=result["fds_before"], fds_after=result["fds_after"],
                fds_leaked=result["fds_after"] - result["fds_before"] - result["server_logs"],
-               env_replaced=result["replaced"], server_starts=result["server_starts"],
+               env_replaced=result["replaced"], admission=result.get("admission"), server_starts=result["server_starts"],
                processes_reaped=result["reaped"], failures=[e for e in eps if e["status"] == "failed"][:10],
                voids=[e for e in eps if e["status"] == "void"][:20])  # fmt: skip
     if result["injected"]:
@@ -230,6 +230,7 @@ def main() -> None:
     ap.add_argument("--long-fault-every", type=int, default=100, help="a fault every N episodes (0: none)")
     ap.add_argument("--sample-every", type=int, default=100)
     ap.add_argument("--contexts-per-browser", type=int, default=None)
+    ap.add_argument("--active-browsers", type=int, default=None, help="envs driving a browser at once (None: 4/CPU)")
     ap.add_argument("--tool-timeout", type=float, default=30.0)
     ap.add_argument("--retry-void", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/browser_scale.json"))
@@ -244,7 +245,8 @@ def main() -> None:
 
     work = ROOT / "benchmarks/.work/browser_scale"
     work.mkdir(parents=True, exist_ok=True)
-    common = {"contexts_per_browser": args.contexts_per_browser, "tool_timeout": args.tool_timeout,
+    common = {"contexts_per_browser": args.contexts_per_browser, "active_browsers": args.active_browsers,
+              "tool_timeout": args.tool_timeout,
               "retry_void": args.retry_void, "faults": {}, "sample_every": 0}  # fmt: skip
     specs = [{**common, "row": "ramp", "envs": n, "per_env": args.episodes_per_env} for n in args.envs]
     if args.fault_envs:
@@ -289,6 +291,8 @@ async def worker(spec: dict[str, Any]) -> None:
     kwargs: dict[str, Any] = {"tasks": TASKS, "tool_timeout": spec["tool_timeout"]}
     if spec["contexts_per_browser"]:
         kwargs["contexts_per_browser"] = spec["contexts_per_browser"]
+    if spec.get("active_browsers"):
+        kwargs["active_browsers"] = spec["active_browsers"]
     done = 0
 
     def on_episode(_: Any) -> None:
@@ -307,12 +311,14 @@ async def worker(spec: dict[str, Any]) -> None:
     episodes = await fleet.run(plan)
     wall = time.perf_counter() - t1
     await asyncio.to_thread(lambda: (_emit("measure"), sys.stdin.readline()))
+    gate = fleet.envs[0].unwrapped.admission if fleet.envs else None
+    admission = {"limit": gate.limit, "admitted": gate.admitted, "waited": gate.queued} if gate else None
     await fleet.close()
     await asyncio.sleep(1.0)
     browsers = all_browsers()  # each keeps its log file open until exit (as the page server does: + 1)
     _emit("result", episodes=[e.to_dict() for e in episodes], injected=fleet.policy.injected, wall_s=wall,
           fds_before=fds_before, fds_after=open_fds(), server_logs=len(browsers) + 1,
-          replaced=fleet.replaced, server_starts=[b.starts for b in browsers],
+          replaced=fleet.replaced, admission=admission, server_starts=[b.starts for b in browsers],
           reaped=sum(b.reaped for b in browsers))  # fmt: skip
 
 

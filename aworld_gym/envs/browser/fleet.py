@@ -37,7 +37,7 @@ class Episode:
             its first turn). hit_by: the faults that reached it. status, termination, score: the last attempt's
             ending. first_status: the first attempt's. attempts: how many ran. reset_s, steps_s: the last
             attempt's reset and step times (env time, the policy excluded). error: the last attempt's error.
-            tool_errors: the last attempt's failed tool calls (kind and the start of the text).
+            tool_errors: the last attempt's failed tool calls (kind and text, up to 1,000 characters).
     """
 
     slot: int
@@ -168,7 +168,7 @@ class Fleet:
         rec.steps_s = [float(t.get("env_s", 0.0)) for t in traj.turns]
         rec.error = (traj.error or "").strip().splitlines()[-1][:300] if traj.error else None
         results = [r for t in traj.turns for r in t.get("tool_results", [])]
-        rec.tool_errors = [f"{r.get('error')}: {str(r.get('text', ''))[:120]}" for r in results if r.get("error")]
+        rec.tool_errors = [f"{r.get('error')}: {str(r.get('text', ''))[:1000]}" for r in results if r.get("error")]
 
     def _struck(self, env: Any, record: dict[str, Any]) -> None:
         """A fault was injected into ``env``'s episode: mark the episodes it reaches."""
