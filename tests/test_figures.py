@@ -45,7 +45,14 @@ def expected() -> dict[str, list[str]]:
     control = grpo["control"]
     ray = load("ray_pool.json")
     warm, loss = ray["warm_pool"], ray["node_loss"]["check"]
+    scale = {(r["row"], r["envs"]): r for r in load("browser_scale.json")["rows"]}
+    big, faults = scale[("ramp", 128)], next(r for r in scale.values() if r["row"] == "faults")
     return {
+        "browser_scale.json": [f"Browser-v0 at {big['envs']} concurrent envs", f"{big['browsers']} shared browsers",
+                               f"{big['solved']}/{big['episodes']} solved",
+                               f"{big['pss_mb_per_env']:.1f} MB PSS per env", f"{big['orphans']} orphans",
+                               f"at {faults['envs']} envs", f"{faults['faults']['hit']} episodes the faults reached",
+                               f"{faults['faults']['hit_status']['failed']} scored 0"],
         "ray_pool.json": [f"efficiency {warm['later_efficiency']:.2f} after the first call",
                           f"one-shot: {warm['rows'][0]['efficiency']:.2f}",
                           f"{loss['distinct_jobs']:,} jobs recorded exactly once",
@@ -92,6 +99,10 @@ def test_soak_grpo_and_node_loss_claims_hold_in_their_json():
     loss = load("ray_pool.json")["node_loss"]["check"]
     assert loss["exactly_once"] and not loss["duplicates_dropped"] and not loss["gave_up"]
     assert loss["records"] == loss["distinct_jobs"] and not loss["lost_node_processes_left"]
+    scale = load("browser_scale.json")
+    assert scale["machine"]["quiet"] and all(not r["busy"] and not r["orphans"] for r in scale["rows"])
+    faults = next(r for r in scale["rows"] if r["row"] == "faults")
+    assert faults["faults"]["never_scored_0"] and not faults["failed"]
 
 
 def test_side_by_side_runs_say_they_were_quiet():
