@@ -6,6 +6,7 @@ reported; the test fails past a small allowance."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import gymnasium as gym
@@ -63,22 +64,38 @@ def missing(obs: str, elements: list[dict]) -> list[str]:
     return gaps
 
 
-def test_every_interactive_element_has_a_ref():
-    names = task_names()
-    assert len(names) >= 100
-    env = gym.make("AWorld/Browser-v0", tasks=names)
-    report, elements_seen = {}, 0
-    try:
-        for i, task in enumerate(names):
-            obs, _ = env.reset(seed=i, options={"task_id": task})
+WORKERS = 4  # envs on one event loop, sharing one browser: the tasks' resets overlap (they wait on page loads)
+
+
+async def survey(envs: list, names: list[str]) -> tuple[dict[str, list[str]], int]:
+    """Each task reset once (on whichever env is free), its interactive elements listed and looked for."""
+    todo = list(enumerate(names))
+    report, seen = {}, 0
+
+    async def worker(env) -> None:
+        nonlocal seen
+        while todo:
+            i, task = todo.pop(0)
+            obs, _ = await env.areset(seed=i, options={"task_id": task})
             hub = env.unwrapped.hub
-            found = _result_json(hub.run_sync(hub.acall_internal("browser_evaluate", {"function": LIST_JS})))
-            elements_seen += len(found["elements"])
+            found = _result_json(await hub.acall_internal("browser_evaluate", {"function": LIST_JS}))
+            seen += len(found["elements"])
             gaps = missing(obs, found["elements"])
             if gaps:
                 report[task] = gaps
+
+    try:
+        await asyncio.gather(*(worker(env) for env in envs))
     finally:
-        env.close()
+        await asyncio.gather(*(env.aclose() for env in envs), return_exceptions=True)
+    return report, seen
+
+
+def test_every_interactive_element_has_a_ref():
+    names = task_names()
+    assert len(names) >= 100
+    envs = [gym.make("AWorld/Browser-v0", tasks=names) for _ in range(WORKERS)]
+    report, elements_seen = asyncio.run(survey(envs, names))
     print(f"{len(names)} tasks, {elements_seen} interactive elements; tasks with gaps: {len(report)}")
     for task, gaps in sorted(report.items()):
         print(f"  {task}: {'; '.join(gaps[:4])}")
