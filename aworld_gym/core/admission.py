@@ -26,6 +26,14 @@ class _Waiter:
     granted: bool = False
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -78,21 +86,41 @@ class Admission:
             assert waiter.future is not None
             await waiter.future
         except BaseException:  # cancelled while waiting, or just after the slot was passed on to it
-            with self._lock:
-                if waiter.granted:
-                    self._release_locked()
-                else:
-                    self._queue.remove(waiter)
+            self._withdraw(waiter)
             raise
 
     def acquire_sync(self) -> None:
-        """Wait (blocking this thread) for a slot. Not on an event loop's thread: it would stop that loop."""
+        """Wait (blocking this thread) for a slot.
+
+        Raises:
+            RuntimeError: no slot is free and this thread runs an event loop: waiting would stop that loop, and
+                with it any holder on it (use :meth:`acquire` there).
+        """
         with self._lock:
             if self._try():
                 return
+            if _loop_running():
+                self.queued -= 1
+                raise RuntimeError(
+                    "a blocking wait for an admission slot on an event loop's thread would stop that loop: "
+                    "use the async face there (await env.astep(...), await env.areset(...))"
+                )
             waiter = _Waiter()
             self._queue.append(waiter)
-        waiter.event.wait()
+        try:
+            waiter.event.wait()
+        except BaseException:  # interrupted (Ctrl-C): the slot is not lost
+            self._withdraw(waiter)
+            raise
+
+    def _withdraw(self, waiter: _Waiter) -> None:
+        """A waiter gives up: its slot passes on if it was granted one, else it leaves the queue."""
+        with self._lock:
+            if waiter.granted:
+                self._release_locked()
+            else:
+                with contextlib.suppress(ValueError):  # skipped already: its loop was closed
+                    self._queue.remove(waiter)
 
     def release(self) -> None:
         """Give a slot back (to the longest waiting holder, if any)."""

@@ -129,10 +129,15 @@ class ProcessEngine:
         workers: list[_Worker] = []
         t0 = time.perf_counter()
 
+        from aworld_gym.envs.browser.browsers import active_share
+
+        planned = self.plan(len(work.jobs))
+        environ = {**os.environ, **active_share(len(planned))}  # the workers share the machine's browser slots
+
         async def spawn(i: int, slots: int, generation: int) -> _Worker:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "aworld_gym.rollout.process_worker", str(slots),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=environ,
                 limit=2**26,  # one record per frame; the reader's limit only bounds readline, kept generous
             )  # fmt: skip
             w = _Worker(proc, slots, generation)
@@ -184,7 +189,7 @@ class ProcessEngine:
             return out
 
         try:
-            for i, slots in enumerate(self.plan(len(work.jobs))):
+            for i, slots in enumerate(planned):
                 workers.append(await spawn(i, slots, 0))
             stats.start_s = time.perf_counter() - t0
             while len(done) < len(jobs):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,22 +88,29 @@ class ActorPool:
     lost: int = 0
     start_s: float = 0.0
     _suspect: dict[str, float] = field(default_factory=dict)
+    _nodes: dict[str, float] = field(default_factory=dict)  # {node id: CPUs} at the start
+    _per_node: Counter[str] = field(default_factory=Counter)  # actors planned per node
 
     def __post_init__(self) -> None:
         self._remote = actor_class(self.ray)
         nodes = alive_nodes(self.ray)
         cap = min(self.concurrency, self.most or self.concurrency)
         placed = plan_actors(nodes, self.actors, self.actors_per_cpu, cap) or [""]
+        self._nodes, self._per_node = nodes, Counter(placed)
         for node, slots in zip(placed, split(self.concurrency, len(placed)), strict=True):
             self.members.append(Member(self._spawn(node, slots), node, slots))
 
     def _spawn(self, node: str, slots: int) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from aworld_gym.envs.browser.browsers import active_share
+
         options: dict[str, Any] = {}
         if node:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-        return self._remote.options(**options).remote(slots, self.linger_s)
+        # the node's actors share its browser slots (the gate is per process)
+        environ = active_share(self._per_node.get(node, 1), self._nodes.get(node))
+        return self._remote.options(**options).remote(slots, self.linger_s, environ)
 
     def wait_ready(self, timeout: float = 300.0) -> float:
         """Block until every actor is up (process started, aworld-gym imported); the seconds it took."""

@@ -68,10 +68,15 @@ class EpisodeWorker:
     Args:
         slots: episodes at once (the driver keeps within it; a semaphore makes sure).
         linger_s: how long ``drain`` waits after the first finished record for more to batch with it.
+        environ: environment variables for this actor's process, unless set there already (the pool passes the
+            actor's share of its node's browser slots, ``$AWORLD_GYM_BROWSER_ACTIVE``).
     """
 
-    def __init__(self, slots: int, linger_s: float = 0.0) -> None:
+    def __init__(self, slots: int, linger_s: float = 0.0, environ: dict[str, str] | None = None) -> None:
         import aworld_gym  # noqa: F401 - registers the ids in this worker process
+
+        for key, value in (environ or {}).items():  # e.g. this actor's share of its node's browser slots
+            os.environ.setdefault(key, value)
 
         self.slots, self.linger_s = slots, linger_s
         self.spec: Spec | None = None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 
 import pytest
 
+from aworld_gym.core import admission
 from aworld_gym.core.admission import Admission
 from aworld_gym.core.errors import ConfigError
 
@@ -112,3 +114,32 @@ def test_threads_and_event_loops_share_one_queue():
 def test_release_without_acquire_is_an_error():
     with pytest.raises(RuntimeError, match="released more often"):
         Admission(1).release()
+
+
+def test_a_blocking_wait_on_an_event_loops_thread_is_refused_not_a_frozen_loop():
+    gate = Admission(1)
+
+    async def main() -> None:
+        gate.acquire_sync()  # a free slot: taken at once, even here
+        with pytest.raises(RuntimeError, match="use the async face"):
+            gate.acquire_sync()  # none free: waiting would stop this loop (and the holder on it)
+        assert gate.waiting == 0 and gate.held == 1
+        gate.release()
+
+    asyncio.run(main())
+    assert gate.held == 0
+
+
+def test_an_interrupted_thread_waiter_leaves_no_slot_behind(monkeypatch):
+    class Interrupted(threading.Event):
+        def wait(self, timeout=None):  # as Ctrl-C arriving while the thread waits
+            raise KeyboardInterrupt
+
+    gate = Admission(1)
+    gate.acquire_sync()
+    monkeypatch.setattr(admission, "_Waiter", functools.partial(admission._Waiter, event=Interrupted()))
+    with pytest.raises(KeyboardInterrupt):
+        gate.acquire_sync()
+    assert gate.waiting == 0 and gate.held == 1  # it left the queue
+    gate.release()
+    assert gate.held == 0

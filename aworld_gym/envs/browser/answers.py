@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from aworld_gym.core.errors import ServerError
+from aworld_gym.mcp.results import TIMEOUT, TOOL_ERROR, ToolResult
 
 _SECTION = re.compile(r"^### (\w[\w ]*)\n(.*?)(?=^### |\Z)", re.S | re.M)
 _RUN_FILES = re.compile(r"^.*\b(?:console|page)-\d{4}-\d\d-\d\dT[\w.-]+\.(?:log|yml)\b.*\n?", re.M)
@@ -52,23 +54,42 @@ def result_json(result: Any) -> dict[str, Any]:
     return value
 
 
-# What Playwright logs when the page itself keeps an action from happening (the action retries until its timeout):
-# the element is hidden, disabled, moving, covered, scrolled away or removed. A model's mistake, shown to the model.
-PAGE_REASONS = (
-    "element is not ",  # visible / enabled / stable / editable
-    "intercepts pointer events",
-    "element is outside of the viewport",
-    "element was detached from the DOM",
+# What Playwright logs while an action makes progress. Any other line of a call log is a reason the page gave for
+# the action not happening (the element is hidden, disabled, moving, covered, scrolled away or removed, an option
+# is missing...): the model's mistake, shown to the model. Unknown lines count as reasons: a model's mistake is
+# never made void by a wording this list does not know.
+_PROGRESS = re.compile(
+    r"^(?:\d+ × )?(?:"
+    r"waiting for locator\(.*"
+    r"|locator resolved to .*"
+    r"|(?:attempting|retrying|performing) [\w ]+ action(?: \(trial run\))?"
+    r"|[\w ]+ action done"
+    r"|waiting for element to be (?:visible|enabled|stable|editable|, | and )+"
+    r"|element is (?:visible|enabled|stable|editable|, | and )+"
+    r"|scrolling into view if needed|done scrolling"
+    r"|waiting \d+ms"
+    r"|waiting for scheduled navigations to finish|navigations have finished"
+    r")$"
 )
 _TIMED_OUT = re.compile(r"\bTimeout \d+ms exceeded\b")
 
 
 def starved(text: str) -> bool:
     """Whether a Playwright MCP error is a timeout the page gave no reason for: the element was found (a missing one
-    fails at once: "does not match any elements"), yet the action got no verdict from the page within Playwright's
-    timeout. That is the machine or the browser being too slow (a starved CPU, a stalled renderer), not the model's
-    mistake: Browser-v0 ends such an episode as an infrastructure failure (``void``), never with reward 0."""
-    if not _TIMED_OUT.search(text):
+    fails at once: "does not match any elements"; the call log says ``locator resolved to``), yet every line of the
+    log is progress, no verdict from the page within Playwright's timeout. That is the machine or the browser being
+    too slow (a starved CPU, a stalled renderer), not the model's mistake: Browser-v0 ends such an episode as an
+    infrastructure failure (``void``), never with reward 0."""
+    if not _TIMED_OUT.search(text) or "Call log:" not in text:
         return False
-    log = text.split("Call log:", 1)[1] if "Call log:" in text else ""
-    return not any(reason in log for reason in PAGE_REASONS)
+    lines = [line.strip().removeprefix("- ").strip() for line in text.split("Call log:", 1)[1].splitlines()]
+    lines = [line for line in lines if line]
+    return any(line.startswith("locator resolved to ") for line in lines) and all(_PROGRESS.match(x) for x in lines)
+
+
+def as_timeout(result: ToolResult) -> ToolResult:
+    """A Playwright action that timed out with no reason from the page (:func:`starved`) counts as the
+    call timing out; ``browser_wait_for`` waits for what the model asked, and its timeout stays the model's."""
+    if result.error != TOOL_ERROR or result.call.name == "browser_wait_for" or not starved(result.text):
+        return result
+    return replace(result, error=TIMEOUT)

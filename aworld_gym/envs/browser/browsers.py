@@ -40,6 +40,11 @@ def _setting(given: int | None, variable: str, default: int, what: str) -> int:
     return given
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def contexts_cap(given: int | None = None) -> int:
     """The number of envs (browser contexts) one shared browser may hold: ``given``, else
     ``$AWORLD_GYM_BROWSER_CONTEXTS``, else :data:`DEFAULT_CONTEXTS`."""
@@ -49,8 +54,17 @@ def contexts_cap(given: int | None = None) -> int:
 def active_cap(given: int | None = None) -> int:
     """The number of envs of this process that may drive their browser at once (a reset, a step): ``given``, else
     ``$AWORLD_GYM_BROWSER_ACTIVE``, else :data:`ACTIVE_PER_CPU` per CPU this process may run on."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return _setting(given, ACTIVE_ENV, ACTIVE_PER_CPU * cpus, "active_browsers")
+    return _setting(given, ACTIVE_ENV, ACTIVE_PER_CPU * _cpus(), "active_browsers")
+
+
+def active_share(processes: int, cpus: float | None = None) -> dict[str, str]:
+    """The environment for one of ``processes`` worker processes that share a machine (a process engine's workers, a
+    node's Ray actors): ``$AWORLD_GYM_BROWSER_ACTIVE`` as set here, else that process's share of the machine's
+    default (:data:`ACTIVE_PER_CPU` per CPU; ``cpus``: the machine's, default this process's), at least 1. The gate
+    is per process, so without a share every worker would take the whole machine's."""
+    if os.environ.get(ACTIVE_ENV, "").strip():
+        return {ACTIVE_ENV: os.environ[ACTIVE_ENV]}
+    return {ACTIVE_ENV: str(max(1, int(ACTIVE_PER_CPU * (cpus or _cpus())) // max(1, processes)))}
 
 
 _admissions: dict[int, Admission] = {}

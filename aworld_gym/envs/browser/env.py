@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import io
 import json
 import re
@@ -23,16 +22,16 @@ from urllib.parse import urlsplit
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.core.task import Task
+from aworld_gym.envs.browser.answers import as_timeout, steady
 from aworld_gym.envs.browser.answers import result_json as _result_json
 from aworld_gym.envs.browser.answers import sections as _sections
-from aworld_gym.envs.browser.answers import starved, steady
 from aworld_gym.envs.browser.answers import text_of as _text
 from aworld_gym.envs.browser.browsers import active_cap, admission, browser_pool, contexts_cap
 from aworld_gym.envs.browser.observe import OBS_MODES, SCREENSHOT_CODE, Element, draw_marks, split_boxes
 from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
 from aworld_gym.envs.browser.playwright import own_browser_entry
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
-from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, TOOL_ERROR, ToolResult
+from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
 
 # What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
 # browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and
@@ -168,6 +167,7 @@ class BrowserEnv(MCPEnv):
         self._fresh_session = False  # an infrastructure failure: the next reset opens a new browser session
         cap = contexts_cap(contexts_per_browser)
         self.admission = admission(active_cap(active_browsers))
+        self._admitted = False
         self.pages = self.hold(shared_pages()).rstrip("/")  # http://127.0.0.1:<port>/<token>
         self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.pages))
         try:
@@ -201,6 +201,8 @@ class BrowserEnv(MCPEnv):
         if task.metadata.get("page") is None:
             raise ConfigError(f"{task.id!r} is not a MiniWoB++ task of AWorld/Browser-v0 (no page to open)")
         seed = int(self.np_random.integers(2**31))  # the page's seed: drawn once, a second try opens the same task
+        if self._admitted:  # the sync reset holds this env's slot
+            return await self._begin(task, seed)
         async with self.admission.ahold():
             await self._begin(task, seed)
 
@@ -217,8 +219,16 @@ class BrowserEnv(MCPEnv):
                     raise
         self._fresh_session = False
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        with self.admission.hold():  # waits in this thread: outside the hub's call timeout, before any browser clock
+            self._admitted = True
+            try:
+                return super().reset(seed=seed, options=options)
+            finally:
+                self._admitted = False
+
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        with self.admission.hold():  # waits in this thread, before the browser's clocks start
+        with self.admission.hold():
             return super().step(action)
 
     async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -241,7 +251,7 @@ class BrowserEnv(MCPEnv):
         # what the agent sees is the same for the same seed and actions, run after run: copies without run-dependent
         # text are what the step shows and records (the hub's results are not changed)
         results[:] = [r.with_text(steady(r.text, self.pages)) for r in results]
-        results[:] = [_as_timeout(r) for r in results]  # a browser too slow to act: infrastructure, not the model
+        results[:] = [as_timeout(r) for r in results]  # a browser too slow to act: infrastructure, not the model
         if any(r.error in (TIMEOUT, SERVER_DIED) for r in results):
             self._fresh_session = True  # a page that hangs, a server that died: this session is not trusted again
             if self.truncate_on_infra_error:
@@ -382,11 +392,3 @@ class BrowserEnv(MCPEnv):
             return base64.b64decode(json.loads(body), validate=True)
         except (ValueError, TypeError) as exc:
             raise ServerError(f"no screenshot: {_text(result)[:300]}") from exc
-
-
-def _as_timeout(result: ToolResult) -> ToolResult:
-    """A Playwright action that timed out with no reason from the page (:func:`~.answers.starved`) counts as the
-    call timing out; ``browser_wait_for`` waits for what the model asked, and its timeout stays the model's."""
-    if result.error != TOOL_ERROR or result.call.name == "browser_wait_for" or not starved(result.text):
-        return result
-    return dataclasses.replace(result, error=TIMEOUT)

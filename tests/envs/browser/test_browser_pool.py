@@ -90,3 +90,22 @@ def test_active_browsers_come_from_the_argument_the_environment_or_the_cpus(monk
             active_cap(bad)
     assert browsers.admission(7) is browsers.admission(7)  # one gate per limit in the process
     assert browsers.admission(7).limit == 7 and browsers.admission(6) is not browsers.admission(7)
+
+
+def test_worker_processes_share_the_machines_browser_slots(monkeypatch):
+    """A process engine's workers (or a node's Ray actors) each get their share: the gate is per process."""
+    from aworld_gym.rollout.ray_worker import EpisodeWorker
+
+    monkeypatch.delenv(browsers.ACTIVE_ENV, raising=False)
+    monkeypatch.setattr(browsers.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert browsers.active_share(2) == {browsers.ACTIVE_ENV: str(browsers.ACTIVE_PER_CPU)}  # 8 slots over 2
+    assert browsers.active_share(3, cpus=16) == {browsers.ACTIVE_ENV: str(16 * browsers.ACTIVE_PER_CPU // 3)}
+    assert browsers.active_share(100) == {browsers.ACTIVE_ENV: "1"}  # never 0
+    monkeypatch.setenv(browsers.ACTIVE_ENV, "6")
+    assert browsers.active_share(2) == {browsers.ACTIVE_ENV: "6"}  # set by the user: passed on as it is
+    monkeypatch.delenv(browsers.ACTIVE_ENV)
+    EpisodeWorker(1, 0.0, {browsers.ACTIVE_ENV: "3"})  # in its own process on Ray; here, this one's environment
+    assert active_cap() == 3
+    monkeypatch.setenv(browsers.ACTIVE_ENV, "5")
+    EpisodeWorker(1, 0.0, {browsers.ACTIVE_ENV: "3"})
+    assert active_cap() == 5  # what the actor's process has already wins

@@ -10,8 +10,7 @@ import json
 import pytest
 
 from aworld_gym.base.calls import ToolCall
-from aworld_gym.envs.browser.answers import starved
-from aworld_gym.envs.browser.env import _as_timeout
+from aworld_gym.envs.browser.answers import as_timeout, starved
 from aworld_gym.mcp.hub import TIMEOUT, TOOL_ERROR, ToolResult
 from aworld_gym.rollout.driver import run_episode
 from tests.envs.browser.test_browser import browser_env
@@ -36,20 +35,25 @@ def result(text: str, name: str = "browser_click", error: str | None = TOOL_ERRO
 
 def test_a_timeout_with_no_reason_from_the_page_is_the_machines():
     assert starved(STARVED)
-    assert _as_timeout(result(STARVED)).error == TIMEOUT
-    assert _as_timeout(result(STARVED, "browser_wait_for")).error == TOOL_ERROR  # the wait the model asked for
+    assert as_timeout(result(STARVED)).error == TIMEOUT
+    assert as_timeout(result(STARVED, "browser_wait_for")).error == TOOL_ERROR  # the wait the model asked for
     assert not starved('### Error\nError: "#nothere" does not match any elements.')
-    assert _as_timeout(result("### Result\nTimeout 5000ms exceeded", error=None)).error is None  # not an error
+    # progress only, but the element was never resolved (it may have gone): not sure, so the model's
+    assert not starved("TimeoutError: Timeout 5000ms exceeded.\nCall log:\n  - waiting for locator('#tt')\n")
+    busy = STARVED + "      - element is visible, enabled and stable\n      - scrolling into view if needed\n"
+    assert starved(busy + "      - done scrolling\n    - performing click action\n    - waiting 20ms\n")
+    assert as_timeout(result("### Result\nTimeout 5000ms exceeded", error=None)).error is None  # not an error
 
 
 @pytest.mark.parametrize(
     "reason", ["element is not enabled", "element is not visible", "<div></div> intercepts pointer events",
-               "element is outside of the viewport", "element was detached from the DOM, retrying"],
+               "element is outside of the viewport", "element was detached from the DOM, retrying",
+               "did not find some options", "option being selected is not enabled", "a line no list knows"],
 )  # fmt: skip
 def test_a_timeout_the_page_gave_a_reason_for_is_the_models(reason):
     text = STARVED + f"      - {reason}\n    - retrying click action\n"
     assert not starved(text)
-    assert _as_timeout(result(text)).error == TOOL_ERROR
+    assert as_timeout(result(text)).error == TOOL_ERROR
 
 
 # Playwright's own words, from a real browser: a disabled button, then one under a full-page overlay.
