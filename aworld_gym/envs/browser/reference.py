@@ -121,7 +121,7 @@ class BrowserReferencePolicy(ScriptedPolicy):
         if solver is None:
             return f"I have no script for {env.task.id!r}.\n<answer>give up</answer>"
         plan = solver(env.utterance)
-        turns = list(getattr(env, "turns", []))[: env.turn]
+        turns = env.turns[: env.turn]
         step = sum(1 for turn in turns if not _blocked(turn))  # a blocked click is tried again, by keyboard
         if step >= len(plan):
             return "Every planned step is done, but the task did not end.\n<answer>give up</answer>"
