@@ -71,8 +71,12 @@ class Admission:
             self.held += 1
             self.admitted += 1
             return True
-        self.queued += 1
         return False
+
+    def _enqueue(self, waiter: _Waiter) -> _Waiter:
+        self._queue.append(waiter)
+        self.queued += 1
+        return waiter
 
     async def acquire(self) -> None:
         """Wait (on the running loop, without blocking it) for a slot."""
@@ -80,8 +84,7 @@ class Admission:
         with self._lock:
             if self._try():
                 return
-            waiter = _Waiter(loop, loop.create_future())
-            self._queue.append(waiter)
+            waiter = self._enqueue(_Waiter(loop, loop.create_future()))
         try:
             assert waiter.future is not None
             await waiter.future
@@ -100,13 +103,11 @@ class Admission:
             if self._try():
                 return
             if _loop_running():
-                self.queued -= 1
                 raise RuntimeError(
                     "a blocking wait for an admission slot on an event loop's thread would stop that loop: "
                     "use the async face there (await env.astep(...), await env.areset(...))"
                 )
-            waiter = _Waiter()
-            self._queue.append(waiter)
+            waiter = self._enqueue(_Waiter())
         try:
             waiter.event.wait()
         except BaseException:  # interrupted (Ctrl-C): the slot is not lost
