@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import hmac
 import os
+import signal
+import sys
 from typing import Any
 
 TOKEN_ENV = "AWORLD_GYM_SERVER_TOKEN"
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM end this process like an exit (``SystemExit``), so that its atexit clean-up runs."""
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    sys.exit(128 + signum)
 
 
 class BearerAuth:
@@ -35,6 +46,9 @@ def serve(server: Any, transport: str, host: str = "127.0.0.1", port: int = 8931
     """
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     if transport == "stdio":
+        # SIGTERM (what a client sends a server that did not exit when its stdin closed) ends the process like an
+        # exit does: atexit clean-up (work folders) runs. HTTP servers get uvicorn's own handler.
+        exit_on_sigterm()
         server.run("stdio")
         return
     if not token:

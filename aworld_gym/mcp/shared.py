@@ -13,13 +13,13 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from aworld_gym.base import scratch
 from aworld_gym.base.errors import ServerError
 
 
@@ -44,7 +44,7 @@ class SharedServer:
         self.refs = 0
         self.starts = 0
         self._lock = threading.Lock()
-        self._log = tempfile.NamedTemporaryFile(prefix=f"aworld-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        self._log = scratch.make_file(f"aworld-{name}-", ".log")
         with _registry_lock:
             _live.add(self)
 

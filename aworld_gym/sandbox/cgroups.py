@@ -14,6 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
+from aworld_gym.base.scratch import alive
+
 _ROOT = Path("/sys/fs/cgroup")
 _PARENT = "aworld-gym-sandbox"
 
@@ -69,16 +71,6 @@ class Cgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class CgroupLimiter:
@@ -140,7 +132,7 @@ class CgroupLimiter:
         for base in self._base:
             for d in base.iterdir() if base.is_dir() else ():
                 parts = d.name.split("-")
-                if len(parts) > 2 and parts[0] == "exec" and parts[1].isdigit() and not _alive(int(parts[1])):
+                if len(parts) > 2 and parts[0] == "exec" and parts[1].isdigit() and not alive(int(parts[1])):
                     dead.add(f"exec-{parts[1]}-")
         return sum(self.sweep(prefix) for prefix in dead)
 

@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -33,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
+from aworld_gym.base import scratch
 from aworld_gym.core.errors import SandboxError
 from aworld_gym.sandbox.cgroups import Cgroup
 from aworld_gym.sandbox.host import (
@@ -110,7 +110,7 @@ class Sandbox:
             )
         elif warm:
             raise SandboxError("the warm path needs the bubblewrap sandbox (isolation='bwrap')")
-        self._scratch = Path(tempfile.mkdtemp(prefix="aworld-sandbox-exec-"))
+        self._scratch = scratch.make_dir("aworld-sandbox-exec-")
         self._counter = 0
         self._lock = threading.Lock()
         self.report = self._report()

@@ -14,7 +14,6 @@ import atexit
 import functools
 import os
 import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -24,9 +23,10 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 
+from aworld_gym.base import scratch
 from aworld_gym.base.version import __version__
 from aworld_gym.mcp.hub import META_PREFIX
-from aworld_gym.mcp.serving import serve
+from aworld_gym.mcp.serving import exit_on_sigterm, serve
 from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable
 
 RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
@@ -60,7 +60,7 @@ class Workspaces:
     """Work folders keyed by (session, episode); the newest episode of a session replaces the older one."""
 
     def __init__(self, root: Path | None = None, max_sessions: int = 4096) -> None:
-        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="aworld-sandbox-work-"))
+        self.root = Path(root) if root else scratch.make_dir("aworld-sandbox-work-")
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, tuple[int, Path]] = OrderedDict()
@@ -115,8 +115,8 @@ def build_server(
     file_roots: tuple[str | Path, ...] = (),
 ) -> MCPServer:
     """A Python-execution MCP server object (serve it in-process, or with ``run()``)."""
-    sandbox = sandbox or Sandbox()
-    workspaces = workspaces or Workspaces()
+    sandbox = Sandbox() if sandbox is None else sandbox
+    workspaces = Workspaces() if workspaces is None else workspaces  # not `or`: an empty Workspaces is falsy
     limiter = anyio.CapacityLimiter(max_concurrent or max(4, 2 * (os.cpu_count() or 1)))
     roots = tuple(Path(r).resolve() for r in file_roots)
     server = MCPServer(name, version=__version__, log_level="WARNING")
@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-concurrent", type=int, default=None)
     ap.add_argument("--files-root", action="append", default=[], help="folder whose files clients may hand in")
     args = ap.parse_args(argv)
+    exit_on_sigterm()  # before the folders are made: a SIGTERM from now on removes them
     limits = Limits(wall_seconds=args.wall_seconds, cpu_seconds=max(1, int(args.wall_seconds)),
                     memory_bytes=args.memory_mb << 20)  # fmt: skip
     sandbox = Sandbox(limits, isolation=args.isolation, warm=warm_setting(args.warm))

@@ -1,7 +1,11 @@
 """The Python-execution MCP server: per-env, per-episode work folders; one process for many envs."""
 
 import json
+import signal
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
@@ -79,9 +83,30 @@ def test_server_survives_200_executions_with_bounded_memory():
         print(f"server RSS after 50: {rss[0] / 2**20:.1f} MiB, after 200: {rss[1] / 2**20:.1f} MiB")
         assert growth_mb < 15, f"server RSS grew {growth_mb:.1f} MiB over 150 executions"
         assert proc.is_running()
+        assert folders(server_pid)  # its work and scratch folders, named by its PID
     finally:
         hub.close()
     assert wait_until(lambda: not (child_pids() - before))
+    assert not folders(server_pid)
+
+
+def folders(pid: int) -> list[Path]:
+    """The sandbox server ``pid``'s work and scratch folders (``aworld_gym.base.scratch`` names)."""
+    return list(Path(tempfile.gettempdir()).glob(f"aworld-sandbox-*-{pid}-*"))
+
+
+def test_a_sigtermed_stdio_server_removes_its_folders():
+    """SIGTERM (what a client sends a server that outlived its closed stdin) runs the server's exit clean-up."""
+    proc = subprocess.Popen([sys.executable, "-m", "aworld_gym.sandbox.server"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert wait_until(lambda: len(folders(proc.pid)) >= 2, 60)  # work + scratch: made at start
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert not folders(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("n_envs", [6])
@@ -121,10 +146,12 @@ def test_a_killed_shared_server_is_restarted_at_the_same_url():
         url, proc, starts = shared.url, shared.proc, shared.starts
         proc.kill()
         proc.wait()
+        assert folders(proc.pid)  # a killed server cannot remove its own folders
         obs, *_, info = env.step(call)
         assert info["truncation_reason"] == "env_crash"
         env.reset(options={"task_index": 0})  # restarts the server, at the same URL
         assert shared.url == url and shared.proc is not proc and shared.starts == starts + 1
+        assert not folders(proc.pid)  # the new server removed the killed one's at its start
         assert "\n42\n" in env.step(call)[0]
     finally:
         env.close()

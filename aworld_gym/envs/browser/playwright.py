@@ -23,12 +23,12 @@ import secrets
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from aworld_gym.base import scratch
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.mcp.proctree import descendants, kill, stat
 from aworld_gym.mcp.shared import SharedServer, shared_instance
@@ -180,7 +180,7 @@ class PlaywrightServer(SharedServer):
         self.output_dir: str | None = None
         # Playwright MCP has no authentication: it listens on a Unix socket (0600, in a 0700 folder) instead of a
         # port, so only this user's processes can drive the browser (listen_unix.js, preloaded into node).
-        self.socket_dir = tempfile.mkdtemp(prefix="aworld-playwright-sock-")
+        self.socket_dir = str(scratch.make_dir("aworld-playwright-sock-"))
         self.socket = str(Path(self.socket_dir) / "mcp.sock")
         self.marker = secrets.token_hex(8)
         self.reaped = 0  # processes reap_orphans and stops killed (a browser's leftovers)
@@ -192,7 +192,7 @@ class PlaywrightServer(SharedServer):
         super().__init__("playwright-mcp", env=env, start_timeout=60.0)
 
     def command(self, port: int) -> list[str]:
-        self.output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
+        self.output_dir = str(scratch.make_dir("aworld-playwright-"))
         args = server_args(self.origin, self.settle_ms, self.output_dir, self.snapshot_mode)
         if self.proxy:  # Playwright also makes Chromium proxy loopback (its forced "<-loopback>" bypass rule)
             args += ["--proxy-server", self.proxy]
@@ -255,6 +255,6 @@ def shared_browser(origin: str, settle_ms: int) -> PlaywrightServer:
 
 def own_browser_entry(origin: str, settle_ms: int) -> tuple[dict[str, Any], str]:
     """A stdio ``mcpServers`` entry with a private Chromium, and its output folder (for the env to remove)."""
-    output_dir = tempfile.mkdtemp(prefix="aworld-playwright-")
+    output_dir = str(scratch.make_dir("aworld-playwright-"))
     args = [*node_args(), *server_args(origin, settle_ms, output_dir)]
     return {"command": node_path(), "args": args, "cwd": output_dir}, output_dir

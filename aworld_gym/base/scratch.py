@@ -1,0 +1,76 @@
+"""Temporary folders and files that name the process that owns them, so that a killed owner's are removed later.
+
+A server process removes its scratch folders when it exits, but not when it is killed (SIGKILL by a watchdog that
+restarts a wedged server, by the OOM killer, by a chaos test), and over a long run those pile up in the temp folder,
+with whatever the model's code wrote in them. Every such name carries the owner's PID (``<prefix><pid>-<random>``);
+making a new one first removes those of the same prefix whose owner is gone (same user only).
+
+A PID is reused by the kernel only after its process is gone, so a live owner's folder is never removed here; a dead
+owner's stays until a process makes one of the same prefix (it may stay longer if its PID is reused meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def owner(name: str, prefix: str) -> int | None:
+    """The owner's PID in a name made by :func:`make_dir` or :func:`make_file` with ``prefix`` (else None)."""
+    if not name.startswith(prefix):
+        return None
+    head = name[len(prefix) :].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sweep(prefix: str, folder: str | None = None) -> int:
+    """Remove the folders and files named ``<prefix><pid>-...`` (this user's) whose owner is gone; how many."""
+    removed = 0
+    uid = os.getuid()
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = owner(path.name, prefix)
+        if pid is None or pid == os.getpid() or alive(pid):
+            continue
+        try:
+            if path.lstat().st_uid != uid:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:  # another process swept it first
+            continue
+        except OSError as exc:
+            logger.debug("could not remove %s: %s", path, exc)
+            continue
+        removed += 1
+    if removed:
+        logger.info("removed %d leftovers of killed processes (%s*)", removed, prefix)
+    return removed
+
+
+def make_dir(prefix: str) -> Path:
+    """A new private temp folder ``<prefix><this pid>-<random>``, after sweeping dead owners' ones."""
+    sweep(prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def make_file(prefix: str, suffix: str = "") -> tempfile._TemporaryFileWrapper[bytes]:
+    """A new temp file ``<prefix><this pid>-<random><suffix>``, open for writing (kept on close), after a sweep."""
+    sweep(prefix)
+    return tempfile.NamedTemporaryFile(prefix=f"{prefix}{os.getpid()}-", suffix=suffix, delete=False)

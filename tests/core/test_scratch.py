@@ -1,0 +1,64 @@
+"""aworld_gym.base.scratch: temp names carry their owner's PID; a killed owner's are removed by the next maker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from aworld_gym.base import scratch
+
+MAKE = (
+    "import os, sys\n"
+    "from aworld_gym.base import scratch\n"
+    "d = scratch.make_dir(sys.argv[1]); (d / 'model-wrote.txt').write_text('x' * 1000)\n"
+    "f = scratch.make_file(sys.argv[1], '.log'); f.write(b'log'); f.close()\n"
+    "print(d, f.name, flush=True)\n"
+    "sys.stdin.read()\n"  # stays alive until told
+)
+
+
+def _owner(prefix: str) -> tuple[subprocess.Popen[str], Path, Path]:
+    proc = subprocess.Popen([sys.executable, "-c", MAKE, prefix], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdout is not None
+    folder, log = proc.stdout.readline().split()
+    return proc, Path(folder), Path(log)
+
+
+def test_names_carry_the_owner() -> None:
+    prefix = f"aworld-test-scratch-{os.getpid()}x-"
+    d = scratch.make_dir(prefix)
+    try:
+        assert d.is_dir() and scratch.owner(d.name, prefix) == os.getpid()
+        assert scratch.owner("aworld-playwright-sock-12-x", "aworld-playwright-") is None  # another prefix's
+        assert scratch.owner("other-12-x", prefix) is None
+    finally:
+        d.rmdir()
+
+
+def test_a_killed_owners_leftovers_go_and_a_live_owners_stay() -> None:
+    prefix = f"aworld-test-scratch-{os.getpid()}y-"
+    live, live_dir, live_log = _owner(prefix)
+    dead, dead_dir, dead_log = _owner(prefix)
+    stranger = Path(tempfile.mkdtemp(prefix=f"{prefix}notapid-"))  # not a name the module made: never touched
+    try:
+        dead.send_signal(signal.SIGKILL)  # no clean-up of its own can run
+        dead.wait(10)
+        assert dead_dir.is_dir() and dead_log.is_file()
+        mine = scratch.make_dir(prefix)  # the next maker sweeps
+        assert not dead_dir.exists() and not dead_log.exists()
+        assert live_dir.is_dir() and (live_dir / "model-wrote.txt").is_file() and live_log.is_file()
+        assert stranger.is_dir() and mine.is_dir()
+        assert scratch.sweep(prefix) == 0  # nothing left to remove while the live owner runs
+        live.communicate("", timeout=10)  # the owner exits without removing its folder: the next sweep does
+        assert scratch.sweep(prefix) == 2 and not live_dir.exists() and mine.is_dir()
+        mine.rmdir()
+    finally:
+        for p in (live, dead):
+            p.kill()
+            p.wait(10)
+        stranger.rmdir()
