@@ -208,6 +208,7 @@ class Counts:
     tool_results_bad: list[str] = field(default_factory=list)
     paths: dict[str, int] = field(default_factory=dict)
     first_request_at: float | None = None  # time.monotonic() of the run's first request: where every clock starts
+    timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # episode -> (arrived, replied)
 
 
 class StandIn:
@@ -270,10 +271,11 @@ class StandIn:
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
+        arrived = time.monotonic()
         body = await request.json()
         c = self.counts
         if c.first_request_at is None:
-            c.first_request_at = time.monotonic()
+            c.first_request_at = arrived
         c.requests += 1
         c.paths[request.path] = c.paths.get(request.path, 0) + 1
         if self.latency_s:
@@ -283,6 +285,7 @@ class StandIn:
         c.native += bool(tools)
         match = next((m for msg in messages if (m := QUESTION.search(_text(msg.get("content"))))), None)
         message: dict[str, Any]
+        key = None
         if match is None:
             c.unmatched += 1
             message, finish = {"role": "assistant", "content": "<answer>unknown</answer>"}, "stop"
@@ -304,8 +307,12 @@ class StandIn:
                 message, finish = {"role": "assistant", "content": f"<answer>{value}</answer>"}, "stop"
         if body.get("stream"):
             c.streamed += 1
-            return await self._stream(request, body, message, finish)
-        return web.json_response(_completion(message, finish))
+            response = await self._stream(request, body, message, finish)
+        else:
+            response = web.json_response(_completion(message, finish))
+        if key is not None:
+            c.timeline.setdefault(key, []).append((arrived, time.monotonic()))
+        return response
 
     @staticmethod
     def _tool_call(a: int, b: int, tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -547,6 +554,10 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
         "returncode": proc.returncode, "timed_out": timed_out, "errors": result.get("errors") or {},
         "error": result.get("error"), "notes": ([stopped] if stopped else []) + (result.get("notes") or []),
     }  # fmt: skip
+    if wall and counts.timeline:  # where the C x wall slot-seconds went, seen from the stand-in
+        from benchmarks.breakdown import breakdown
+
+        row["breakdown"] = breakdown(counts.timeline, concurrency, first, result["t_end"], latency)
     if row["cpu_s"] is not None and done:  # start-up (imports, set-up before the first episode) left out
         row["cpu_ms_per_episode"] = 1000 * (row["cpu_s"] - float(result.get("cpu_at_begin_s") or 0.0)) / done
     if not result:
@@ -781,13 +792,16 @@ def _load(r: dict[str, Any]) -> str:
 
 def render_table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table; a truncated row's rate and speedup say so in their cells, a busy row in its own."""
+    from benchmarks.breakdown import render as render_breakdown
+
     head = ("| framework | C | latency s | episodes | eps/s | speedup | correct | model requests | servers | "
-            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end, other CPUs | notes |")  # fmt: skip
-    out = [head, "|" + "---|" * 14]
+            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end, other CPUs | "
+            "C x wall, % (model · stand-in · turn · ramp · between · drain) | notes |")  # fmt: skip
+    out = [head, "|" + "---|" * 15]
     for r in rows:
         if r.get("error") and not r.get("episodes"):
             out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | 0 | - | - | - | - | - | - | "
-                       f"- | - | - | not run: {r['error']} |")  # fmt: skip
+                       f"- | - | - | - | not run: {r['error']} |")  # fmt: skip
             continue
         notes = []
         if r.get("reduced"):
@@ -823,7 +837,8 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | {r['episodes']} | "
                    f"{rate} | {speed} | {r['correct']}/{r['episodes']} | "
                    f"{r['model_requests']} ({r['model_requests_expected']}) | {r['server_processes']} | "
-                   f"{r['processes_seen']} | {r['peak_rss_mb']:.0f} | {cpu} | {load} | {'; '.join(notes)} |")  # fmt: skip
+                   f"{r['processes_seen']} | {r['peak_rss_mb']:.0f} | {cpu} | {load} | "
+                   f"{render_breakdown(r.get('breakdown'))} | {'; '.join(notes)} |")  # fmt: skip
     return "\n".join(out)
 
 
