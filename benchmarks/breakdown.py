@@ -11,8 +11,10 @@ rest is shared out, exactly (the parts add up to C x wall):
 * ``ramp``: idle slots before the C-th episode's first request (the framework starting its envs and servers);
 * ``between``: idle slots after that and before ``drain`` (an episode's last reply to the next episode's first
   request in a slot: recording, reset, scheduling);
-* ``drain``: idle slots after the C-th last episode's last reply until the run's clock stops (the last episodes
-  finishing one by one, then the framework closing its envs and servers).
+* ``drain``: idle slots after the C-th last episode's last reply until the run's last reply (the last episodes
+  finishing one by one);
+* ``close``: every slot after the run's last reply until its clock stops (the framework reading the last answers,
+  recording them, closing its envs and servers).
 
 Each part is also given per episode (ms) and as a share of C x wall (the ``model`` share is the run's efficiency
 against the ideal C / (requests x latency) episodes/s).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PARTS = ("model", "stand_in", "turn", "ramp", "between", "drain")
+PARTS = ("model", "stand_in", "turn", "ramp", "between", "drain", "close")
 
 
 def idle(spans: list[tuple[float, float]], slots: int, lo: float, hi: float) -> float:
@@ -57,7 +59,9 @@ def breakdown(timeline: dict[str, list[tuple[float, float]]], slots: int, start:
     drain = max(full, lasts[min(slots, len(lasts)) - 1]) if lasts else end
     parts["ramp"] = idle(spans, slots, start, full)
     parts["between"] = idle(spans, slots, full, drain)
-    parts["drain"] = idle(spans, slots, drain, end)
+    last = lasts[0] if lasts else end
+    parts["drain"] = idle(spans, slots, drain, last)
+    parts["close"] = slots * max(0.0, end - last)
     capacity = slots * (end - start)
     n = max(1, len(spans))
     return {

@@ -796,7 +796,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
     head = ("| framework | C | latency s | episodes | eps/s | speedup | correct | model requests | servers | "
             "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end, other CPUs | "
-            "C x wall, % (model · stand-in · turn · ramp · between · drain) | notes |")  # fmt: skip
+            "C x wall, % (model · stand-in · turn · ramp · between · drain · close) | notes |")  # fmt: skip
     out = [head, "|" + "---|" * 15]
     for r in rows:
         if r.get("error") and not r.get("episodes"):

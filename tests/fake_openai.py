@@ -27,6 +27,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.fail_first: list[int] = []
         self.always: int | None = None
+        self.payloads: list[Any] = []
         self.hang_s = 0.0
         self.chaos = 0.0
         self.chaos_hang_s = 5.0
@@ -105,6 +106,9 @@ class FakeOpenAI:
                     return
                 if fault == "garbage":
                     self._send(200, None, b"<html>not json")
+                    return
+                if fake.payloads:
+                    self._send(200, fake.payloads.pop(0))
                     return
                 status = fake.fail_first.pop(0) if fake.fail_first else (fake.always or 200)
                 payload = fake.reply(body) if status == 200 else {"error": {"message": f"status {status}"}}

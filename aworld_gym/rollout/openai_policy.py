@@ -6,6 +6,11 @@ Configuration comes from arguments or the variables AWorld users already set: ``
 With ``tool_mode="native"`` the endpoint's tool calls (``--enable-auto-tool-choice --tool-call-parser hermes``
 on vLLM) are rendered back into the canonical ``<tool_call>`` text, so the env always sees one format.
 Sampled token ids and logprobs are kept when the server returns them (``logprobs=True``).
+
+The request goes out through the SDK's documented ``client.post`` with the body as JSON and comes back as a plain
+dict (the SDK's typed request transform and response models cost more CPU than the rest of an episode), over
+aiohttp when it is installed (the SDK's own aiohttp transport; else httpx). The SDK's errors, timeouts and
+retry rules stay. Measured in ``benchmarks/peers.py``: see docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -112,33 +117,36 @@ class OpenAIPolicy:
             body["top_p"] = self.top_p
         if self.logprobs:
             body["logprobs"] = True
-        if self.extra_body:
-            body["extra_body"] = dict(self.extra_body)
+        if self.extra_body:  # what the SDK does with its extra_body: the fields go into the request's JSON
+            body.update(self.extra_body)
         return body
 
     def render(self, response: Any, env: Any) -> Action:
         """The action of a completion: its canonical text (reasoning as ``<think>``, native calls as ``<tool_call>``),
         the native calls as parsed :class:`ToolCall` objects (not parsed again by the env), and the sample."""
-        if not response.choices:
-            raise PolicyError("the endpoint returned no choices")
-        choice = response.choices[0]
-        message = choice.message
-        text = message.content or ""
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        choices = response.get("choices") if isinstance(response, dict) else None
+        if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+            raise PolicyError(f"the endpoint returned no choices: {str(response)[:200]}")
+        choice = choices[0]
+        message = choice["message"]
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
             text = f"<think>\n{reasoning}\n</think>\n{text}"
         # Native calls go to the env as parsed calls; one with arguments that are not a JSON object leaves the
         # whole turn to the env's parser (which reports it).
-        calls: list[ToolCall] | None = [] if message.tool_calls else None
-        for i, call in enumerate(message.tool_calls or []):
-            raw = call.function.arguments or "{}"
+        native = message.get("tool_calls") or []
+        calls: list[ToolCall] | None = [] if native else None
+        for i, call in enumerate(native):
+            function = (call.get("function") if isinstance(call, dict) else None) or {}
+            name, raw = function.get("name") or "", function.get("arguments") or "{}"
             try:
-                args: Any = json.loads(raw)
+                args: Any = json.loads(raw) if isinstance(raw, str) else raw
             except json.JSONDecodeError:
                 args = raw  # left for the env's parser to report: no structured calls for this turn
-            text += f"\n<tool_call>\n{json.dumps({'name': call.function.name, 'arguments': args})}\n</tool_call>"
+            text += f"\n<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
             if calls is not None:
-                calls = [*calls, ToolCall(call.function.name, args, call.id or f"call_{i + 1}")] if isinstance(
+                calls = [*calls, ToolCall(name, args, call.get("id") or f"call_{i + 1}")] if isinstance(
                     args, dict) else None  # fmt: skip
         return Action(text, tool_calls=calls, sample=_sample(choice, response))
 
@@ -147,7 +155,7 @@ class OpenAIPolicy:
         client, sem = self._async_client()
         body = self.request(env)
         async with sem:
-            response = await self._aretry(lambda: client.chat.completions.create(**body))
+            response = await self._aretry(lambda: client.post("/chat/completions", body=body, cast_to=object))
         return self.render(response, env)
 
     def _async_client(self) -> tuple[Any, asyncio.Semaphore]:
@@ -155,7 +163,8 @@ class OpenAIPolicy:
         if loop not in self._async:
             from openai import AsyncOpenAI
 
-            client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+            client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0,
+                                 http_client=_aiohttp_client(self.timeout_s))  # fmt: skip
             self._async[loop] = (client, asyncio.Semaphore(self.max_concurrency))
         return self._async[loop]
 
@@ -180,7 +189,7 @@ class OpenAIPolicy:
         for attempt in range(self.retries + 1):
             self.attempts += 1
             try:
-                return self.render(self._sync.chat.completions.create(**body), env)
+                return self.render(self._sync.post("/chat/completions", body=body, cast_to=object), env)
             except PolicyError:
                 raise
             except Exception as exc:
@@ -194,6 +203,17 @@ class OpenAIPolicy:
         if retry_after is not None:
             return min(retry_after, 60.0)
         return random.uniform(0, self.backoff_s * (2**attempt))
+
+
+def _aiohttp_client(timeout_s: float) -> Any:
+    """The SDK's aiohttp transport (about half the CPU per request of its httpx one), or None: the SDK's default."""
+    try:
+        import aiohttp  # noqa: F401
+        from openai import DefaultAioHttpClient
+
+        return DefaultAioHttpClient(timeout=timeout_s)
+    except (ImportError, RuntimeError):
+        return None
 
 
 def _transient(exc: BaseException) -> bool:
@@ -218,17 +238,17 @@ def _retry_after(exc: BaseException) -> float | None:
 
 def _sample(choice: Any, response: Any) -> Sample | None:
     """The sampled tokens and logprobs of a choice, when the server returned them (ids when vLLM spells them)."""
-    lp = getattr(choice, "logprobs", None)
-    content = getattr(lp, "content", None) if lp is not None else None
+    lp = choice.get("logprobs")
+    content = lp.get("content") if isinstance(lp, dict) else None
     if not content:
         return None
-    ids = [_token_id(t.token) for t in content]
+    ids = [_token_id(t["token"]) for t in content]
     return Sample(
         token_ids=ids if all(i is not None for i in ids) else None,  # type: ignore[arg-type]
-        logprobs=[t.logprob for t in content],
-        tokens=[t.token for t in content],
-        model_version=getattr(response, "model", None),
-        finish_reason=choice.finish_reason,
+        logprobs=[t["logprob"] for t in content],
+        tokens=[t["token"] for t in content],
+        model_version=response.get("model"),
+        finish_reason=choice.get("finish_reason"),
     )
 
 

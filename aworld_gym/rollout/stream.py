@@ -223,12 +223,10 @@ class Stream:
             gen = agen()
             try:
                 async for item in gen:
-                    while not self._stop.is_set():
-                        try:
-                            self._q.put_nowait(item)
-                            break
-                        except queue.Full:
-                            await asyncio.sleep(0.01)
+                    try:
+                        self._q.put_nowait(item)
+                    except queue.Full:  # the consumer has not taken the last one: wait for it off the loop (a
+                        await asyncio.to_thread(self._put, item)  # poll here held each record up to 10 ms)
                     if self._stop.is_set():
                         break
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer

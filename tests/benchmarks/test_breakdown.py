@@ -24,14 +24,14 @@ def test_breakdown_shares_out_every_slot_second() -> None:
     }
     b = breakdown(timeline, slots=2, start=0.0, end=7.0, latency=1.0)
     assert b["slot_s"] == pytest.approx(
-        {"model": 8.0, "stand_in": 0.2, "turn": 0.5, "ramp": 1.0, "between": 1.3, "drain": 3.0}
+        {"model": 8.0, "stand_in": 0.2, "turn": 0.5, "ramp": 1.0, "between": 1.3, "drain": 1.0, "close": 2.0}
     )
     assert sum(b["slot_s"].values()) == pytest.approx(2 * 7.0)
     assert b["unaccounted_slot_s"] == pytest.approx(0.0)
     assert b["share"]["model"] == pytest.approx(8.0 / 14.0, abs=1e-4)  # the efficiency against the ideal
     assert b["ms_per_episode"]["turn"] == pytest.approx(125.0)
     cell = render(b)
-    assert cell.startswith("model 57 · stand-in 1 · turn 4 · ramp 7 · between 9 · drain 21")
+    assert cell == "model 57 · stand-in 1 · turn 4 · ramp 7 · between 9 · drain 7 · close 14"
     assert render(None) == "-" and set(b["share"]) == set(PARTS)
 
 
@@ -39,3 +39,4 @@ def test_fewer_episodes_than_slots() -> None:
     b = breakdown({"a": [(0.0, 1.0), (1.0, 2.0)]}, slots=4, start=0.0, end=2.0, latency=1.0)
     assert b["slot_s"]["model"] == pytest.approx(2.0)
     assert b["slot_s"]["ramp"] + b["slot_s"]["between"] + b["slot_s"]["drain"] == pytest.approx(6.0)
+    assert b["slot_s"]["close"] == 0.0

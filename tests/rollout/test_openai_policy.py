@@ -67,6 +67,42 @@ def test_transient_errors_are_retried_others_are_not(fake):
     env.close()
 
 
+def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_request(fake):
+    import gymnasium as gym
+
+    from aworld_gym.core.errors import PolicyError
+
+    env = gym.make(ENV, **demo_env_kwargs(2))
+    env.reset(options={"task_index": 0})
+    p = OpenAIPolicy(model="m", base_url=fake.url, tool_mode="native", extra_body={"top_k": 20}, retries=0)
+    try:
+        for payload in ({"choices": []}, {"choices": "x"}, {"choices": [{"message": None}]}, ["not", "an", "object"]):
+            fake.payloads = [payload]
+            with pytest.raises(PolicyError, match="no choices"):
+                p.act(env.unwrapped, "", {})
+        fake.payloads = [{"choices": [{"message": {"content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}},
+            {"id": "c2", "type": "function", "function": {"name": "add", "arguments": "{not json"}}]}}]}]  # fmt: skip
+        action = p.act(env.unwrapped, "", {})
+        assert action.text.count("<tool_call>") == 2 and action.tool_calls is None  # the env's parser reports it
+        assert fake.requests[-1]["body"]["top_k"] == 20 and "extra_body" not in fake.requests[-1]["body"]
+    finally:
+        env.close()
+
+
+def test_the_async_client_speaks_over_aiohttp(fake):
+    import asyncio
+
+    pytest.importorskip("aiohttp")
+    from openai import DefaultAioHttpClient
+
+    async def client_class() -> type:
+        client, _ = OpenAIPolicy(model="m", base_url=fake.url)._async_client()
+        return type(client._client)
+
+    assert issubclass(asyncio.run(client_class()), DefaultAioHttpClient)
+
+
 def test_hung_endpoint_times_out(fake):
     fake.hang_s = 3.0
     policy = functools.partial(OpenAIPolicy, model="m", base_url=fake.url, timeout_s=0.5, retries=1, backoff_s=0.01)
