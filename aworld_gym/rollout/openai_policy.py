@@ -208,10 +208,9 @@ class OpenAIPolicy:
 def _aiohttp_client(timeout_s: float) -> Any:
     """The SDK's aiohttp transport (about half the CPU per request of its httpx one), or None: the SDK's default."""
     try:
-        import aiohttp  # noqa: F401
         from openai import DefaultAioHttpClient
 
-        return DefaultAioHttpClient(timeout=timeout_s)
+        return DefaultAioHttpClient(timeout=timeout_s)  # RuntimeError without aiohttp (openai's `aiohttp` extra)
     except (ImportError, RuntimeError):
         return None
 
