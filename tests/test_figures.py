@@ -40,6 +40,8 @@ def expected() -> dict[str, list[str]]:
     peers = {(r["framework"], r["concurrency"], r["latency_s"]): r for r in load("peers.json")["rows"]}
     gym_default, gym_pool = peers[(GYM_DEFAULT, 64, 1.0)], peers[(GYM_POOLED, 64, 1.0)]
     aworld_each, aworld_list = peers[(AWORLD_EACH, 64, 1.0)], peers[(AWORLD_LIST, 64, 1.0)]
+    ours = {(r["framework"], r["concurrency"], r["latency_s"]): r for r in load("peers_ours.json")["rows"]}
+    ours_default, ours_pool = ours[(GYM_DEFAULT, 64, 1.0)], ours[(GYM_POOLED, 64, 1.0)]
     soak = load("soak.json")
     grpo = load("grpo_tool_choice.json")
     control = grpo["control"]
@@ -75,6 +77,10 @@ def expected() -> dict[str, list[str]]:
                        f"{aworld_list['episodes_per_s']:.1f} (`Runners.run_task` over lists)",
                        f"verifiers 0.4.0: {peers[('verifiers', 16, 1.0)]['episodes_per_s']:.2f} at concurrency 16",
                        f"{gym_default['episodes_planned']} episodes at concurrency 64"],
+        "peers_ours.json": [f"{ours_pool['episodes_per_s']:.1f} episodes/s with `\"pool\": 2`",
+                            f"{100 * ours_pool['episodes_per_s'] / 32:.0f}% of the ideal 32",
+                            f"the model's share of C x wall: {100 * ours_pool['breakdown']['share']['model']:.0f}%",
+                            f"{ours_default['episodes_per_s']:.1f} by default"],
         "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
         "grpo_tool_choice.json": [
             f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
@@ -114,3 +120,6 @@ def test_side_by_side_runs_say_they_were_quiet():
     assert peers["provenance"]["quiet"] and not peers["quick"]
     ran = [r for r in peers["rows"] if r.get("episodes")]
     assert all(not r["busy"] and not r["truncated"] and r["correct"] == r["episodes"] for r in ran)
+    ours = load("peers_ours.json")
+    assert ours["provenance"]["quiet"] and all(not r["busy"] and r["correct"] == r["episodes"] for r in ours["rows"])
+    assert all(r["breakdown"]["unaccounted_slot_s"] == 0 for r in ours["rows"])  # the parts add up to C x wall
