@@ -7,6 +7,8 @@ making a new one first removes those of the same prefix whose owner is gone (sam
 
 A PID is reused by the kernel only after its process is gone, so a live owner's folder is never removed here; a dead
 owner's stays until a process makes one of the same prefix (it may stay longer if its PID is reused meanwhile).
+PIDs are this PID namespace's: containers that share one temp folder as the same user need a temp folder each
+(``TMPDIR``), or one would remove another's.
 """
 
 from __future__ import annotations
@@ -64,13 +66,33 @@ def sweep(prefix: str, folder: str | None = None) -> int:
     return removed
 
 
+_made: list[Path] = []  # what this process made, for remove_own
+
+
 def make_dir(prefix: str) -> Path:
     """A new private temp folder ``<prefix><this pid>-<random>``, after sweeping dead owners' ones."""
     sweep(prefix)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    _made.append(path)
+    return path
 
 
 def make_file(prefix: str, suffix: str = "") -> tempfile._TemporaryFileWrapper[bytes]:
     """A new temp file ``<prefix><this pid>-<random><suffix>``, open for writing (kept on close), after a sweep."""
     sweep(prefix)
-    return tempfile.NamedTemporaryFile(prefix=f"{prefix}{os.getpid()}-", suffix=suffix, delete=False)
+    f = tempfile.NamedTemporaryFile(prefix=f"{prefix}{os.getpid()}-", suffix=suffix, delete=False)  # noqa: SIM115
+    _made.append(Path(f.name))
+    return f
+
+
+def remove_own() -> None:
+    """Remove the folders and files this process made and still has (what a process about to ``os._exit`` owns;
+    not those a process it was forked from made)."""
+    mine = f"{os.getpid()}-"
+    for path in list(_made):
+        if mine not in path.name:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

@@ -5,19 +5,26 @@ from __future__ import annotations
 import hmac
 import os
 import signal
-import sys
 from typing import Any
 
 TOKEN_ENV = "AWORLD_GYM_SERVER_TOKEN"
 
 
 def exit_on_sigterm() -> None:
-    """Make SIGTERM end this process like an exit (``SystemExit``), so that its atexit clean-up runs."""
+    """Make SIGTERM remove this process's temp folders (:mod:`aworld_gym.base.scratch`) before it ends.
+
+    It ends at once (``os._exit``): a ``SystemExit`` would wait for the MCP SDK's stdin reader thread, which nothing
+    can cancel, and for any tool call's worker thread, so a server whose stdin was still open would hang."""
     signal.signal(signal.SIGTERM, _exit_on_signal)
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
-    sys.exit(128 + signum)
+    from aworld_gym.base import scratch
+
+    try:
+        scratch.remove_own()
+    finally:
+        os._exit(128 + signum)
 
 
 class BearerAuth:

@@ -104,10 +104,12 @@ class AsyncEngine:
         results: asyncio.Queue[tuple[Job, Any]] = asyncio.Queue(maxsize=self.concurrency)
         n = min(self.concurrency, len(work.jobs))
         pool = EnvPool(work.make, max_idle=n)
+        policies: list[Policy] = []
 
         async def worker() -> None:
             try:
                 policy = work.policy()
+                policies.append(policy)
             except Exception as exc:  # noqa: BLE001 - e.g. the policy factory failed: the run must say so, not wait
                 await results.put((None, exc))  # type: ignore[arg-type]
                 return
@@ -130,6 +132,19 @@ class AsyncEngine:
         finally:
             await _stop(workers)
             await asyncio.shield(pool.aclose())
+            await asyncio.shield(close_policies(policies))
+
+
+async def close_policies(policies: list[Any]) -> None:
+    """Let each distinct policy close what it holds on this loop (an HTTP client's connections: ``aclose``)."""
+    for policy in {id(p): p for p in policies}.values():
+        aclose = getattr(policy, "aclose", None)
+        if aclose is None:
+            continue
+        try:
+            await aclose()
+        except Exception:  # the run's records are in; a client that fails to close is only logged
+            logger.warning("closing a policy's clients failed", exc_info=True)
 
 
 async def _stop(tasks: list[asyncio.Task[Any]]) -> None:

@@ -156,10 +156,24 @@ class OpenAIPolicy:
         body = self.request(env)
         async with sem:
             response = await self._aretry(lambda: client.post("/chat/completions", body=body, cast_to=object))
-        return self.render(response, env)
+        return self._render(response, env)
+
+    def _render(self, response: Any, env: Any) -> Action:
+        try:
+            return self.render(response, env)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:  # a reply not shaped as one
+            raise PolicyError(f"the endpoint's reply is malformed: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client and its connections (engines call it when their run ends)."""
+        entry = self._async.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[0].close()
 
     def _async_client(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()  # keyed by the loop object: ids are reused after a loop closes
+        for old in [other for other in list(self._async) if other.is_closed()]:
+            self._async.pop(old, None)  # a client refers to its loop: the entry would keep both for ever
         if loop not in self._async:
             from openai import AsyncOpenAI
 
@@ -189,7 +203,7 @@ class OpenAIPolicy:
         for attempt in range(self.retries + 1):
             self.attempts += 1
             try:
-                return self.render(self._sync.post("/chat/completions", body=body, cast_to=object), env)
+                return self._render(self._sync.post("/chat/completions", body=body, cast_to=object), env)
             except PolicyError:
                 raise
             except Exception as exc:
@@ -223,7 +237,9 @@ def _transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 429
-    return False
+    # the SDK's aiohttp transport passes aiohttp's own errors through (a bad status line, a broken response): a
+    # connection problem, as httpx's are; matched by name, so aiohttp is never imported here
+    return any(c.__name__ == "ClientError" and c.__module__.startswith("aiohttp") for c in type(exc).__mro__)
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -128,7 +128,10 @@ class AWorldAgent:
             raise ConfigError("AWorldAgent needs AReaL's base_url (its OpenAI-compatible proxy)")
         env_id, env_kwargs = _env(self.env_id, self.env_kwargs, data)
         policy = OpenAIPolicy(self.model, base_url, extra_kwargs.get("api_key") or "areal", **self.policy_kwargs)
-        traj = await run_pooled(POOL.get(env_id, env_kwargs), policy, env_id=env_id, seed=data.get("seed"),
-                                options=episode_options(data, data.get("messages")))  # fmt: skip
+        try:
+            traj = await run_pooled(POOL.get(env_id, env_kwargs), policy, env_id=env_id, seed=data.get("seed"),
+                                    options=episode_options(data, data.get("messages")))  # fmt: skip
+        finally:
+            await policy.aclose()  # a policy per episode: its HTTP client goes with it
         self.last = traj
         return 0.0 if traj.void else traj.reward

@@ -80,6 +80,9 @@ def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_reques
             fake.payloads = [payload]
             with pytest.raises(PolicyError, match="no choices"):
                 p.act(env.unwrapped, "", {})
+        fake.payloads = [{"choices": [{"message": {"content": "hi"}, "logprobs": {"content": [{"tok": "x"}]}}]}]
+        with pytest.raises(PolicyError, match="malformed: KeyError"):
+            p.act(env.unwrapped, "", {})
         fake.payloads = [{"choices": [{"message": {"content": None, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}},
             {"id": "c2", "type": "function", "function": {"name": "add", "arguments": "{not json"}}]}}]}]  # fmt: skip
@@ -90,17 +93,30 @@ def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_reques
         env.close()
 
 
-def test_the_async_client_speaks_over_aiohttp(fake):
+def test_the_async_client_speaks_over_aiohttp_and_is_closed_when_the_run_ends(fake, caplog):
     import asyncio
 
-    pytest.importorskip("aiohttp")
+    aiohttp = pytest.importorskip("aiohttp")
     from openai import DefaultAioHttpClient
 
+    from aworld_gym.rollout.openai_policy import _transient
+
     async def client_class() -> type:
-        client, _ = OpenAIPolicy(model="m", base_url=fake.url)._async_client()
+        policy = OpenAIPolicy(model="m", base_url=fake.url)
+        client, _ = policy._async_client()
+        await policy.aclose()
+        assert not policy._async
         return type(client._client)
 
     assert issubclass(asyncio.run(client_class()), DefaultAioHttpClient)
+    policy = OpenAIPolicy(model="m", base_url=fake.url)  # one object shared by every slot of two runs
+    for _ in range(2):
+        s = collect(ENV, policy, episodes=4, concurrency=4, env_kwargs=demo_env_kwargs(4), progress=False)
+        assert s.successes == 4 and not policy._async  # the engine closed its loop's client
+    assert "Unclosed" not in caplog.text
+    # aiohttp's own errors pass through the SDK's aiohttp transport: a broken response is retried like httpx's
+    assert _transient(aiohttp.ClientResponseError(None, (), status=400, message="bad status line"))  # type: ignore[arg-type]
+    assert _transient(aiohttp.ServerDisconnectedError()) and not _transient(ValueError("x"))
 
 
 def test_hung_endpoint_times_out(fake):

@@ -101,8 +101,13 @@ def test_a_sigtermed_stdio_server_removes_its_folders():
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         assert wait_until(lambda: len(folders(proc.pid)) >= 2, 60)  # work + scratch: made at start
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+                 "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert b'"result"' in proc.stdout.readline()  # serving, its stdin open and read by the SDK's thread
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert proc.wait(10) == 128 + signal.SIGTERM  # at once: not held by the stdin reader
         assert not folders(proc.pid)
     finally:
         proc.kill()
