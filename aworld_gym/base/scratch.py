@@ -66,14 +66,14 @@ def sweep(prefix: str, folder: str | None = None) -> int:
     return removed
 
 
-_made: list[Path] = []  # what this process made, for remove_own
+_made: list[tuple[Path, str]] = []  # what this process made, with the prefix, for remove_own
 
 
 def make_dir(prefix: str) -> Path:
     """A new private temp folder ``<prefix><this pid>-<random>``, after sweeping dead owners' ones."""
     sweep(prefix)
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
-    _made.append(path)
+    _made.append((path, prefix))
     return path
 
 
@@ -81,16 +81,15 @@ def make_file(prefix: str, suffix: str = "") -> tempfile._TemporaryFileWrapper[b
     """A new temp file ``<prefix><this pid>-<random><suffix>``, open for writing (kept on close), after a sweep."""
     sweep(prefix)
     f = tempfile.NamedTemporaryFile(prefix=f"{prefix}{os.getpid()}-", suffix=suffix, delete=False)  # noqa: SIM115
-    _made.append(Path(f.name))
+    _made.append((Path(f.name), prefix))
     return f
 
 
 def remove_own() -> None:
     """Remove the folders and files this process made and still has (what a process about to ``os._exit`` owns;
     not those a process it was forked from made)."""
-    mine = f"{os.getpid()}-"
-    for path in list(_made):
-        if mine not in path.name:
+    for path, prefix in list(_made):
+        if owner(path.name, prefix) != os.getpid():  # a forked child's handler: its parent's are not its own
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)

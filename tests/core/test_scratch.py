@@ -62,3 +62,17 @@ def test_a_killed_owners_leftovers_go_and_a_live_owners_stay() -> None:
             p.kill()
             p.wait(10)
         stranger.rmdir()
+
+
+def test_remove_own_removes_only_this_processes_names() -> None:
+    prefix = f"aworld-test-scratch-{os.getpid()}z-"
+    d, f = scratch.make_dir(prefix), scratch.make_file(prefix, ".log")
+    f.close()
+    other = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid() + 1}-"))  # as if a parent with another PID made it
+    scratch._made.append((other, prefix))
+    try:
+        scratch.remove_own()
+        assert not d.exists() and not Path(f.name).exists() and other.is_dir()
+    finally:
+        scratch._made.remove((other, prefix))
+        other.rmdir()
