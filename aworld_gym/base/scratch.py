@@ -13,6 +13,7 @@ PIDs are this PID namespace's: containers that share one temp folder as the same
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -51,10 +52,7 @@ def sweep(prefix: str, folder: str | None = None) -> int:
         try:
             if path.lstat().st_uid != uid:
                 continue
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+            _remove(path)
         except FileNotFoundError:  # another process swept it first
             continue
         except OSError as exc:
@@ -91,7 +89,13 @@ def remove_own() -> None:
     for path, prefix in list(_made):
         if owner(path.name, prefix) != os.getpid():  # a forked child's handler: its parent's are not its own
             continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            _remove(path)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder with what is in it, or a file (a link is removed, never followed)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

@@ -53,8 +53,8 @@ def serve(server: Any, transport: str, host: str = "127.0.0.1", port: int = 8931
     """
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     if transport == "stdio":
-        # SIGTERM (what a client sends a server that did not exit when its stdin closed) ends the process like an
-        # exit does: atexit clean-up (work folders) runs. HTTP servers get uvicorn's own handler.
+        # SIGTERM (what a client sends a server that did not exit when its stdin closed) removes the process's temp
+        # folders, then ends it at once. HTTP servers get uvicorn's own handler.
         exit_on_sigterm()
         server.run("stdio")
         return
