@@ -27,6 +27,15 @@ from aworld_gym.rollout.stream import Rollout
 __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
 
 
+def error_of(record: Mapping[str, Any]) -> str:
+    """Why an episode failed, in one line: the last line of its error, else of its last failed tool call's text."""
+    text = str(record.get("error") or "").strip()
+    if not text:
+        results = [r for turn in record.get("turns") or [] for r in turn.get("tool_results") or [] if r.get("error")]
+        text = str(results[-1].get("text") or results[-1]["error"]).strip() if results else ""
+    return text.splitlines()[-1][:300] if text else ""
+
+
 @dataclass
 class Summary:
     """What a collection run did."""
@@ -47,6 +56,8 @@ class Summary:
     # task id -> [samples, successes], overall and per task level (task_meta["level"]), for pass@k
     tasks: dict[str, list[int]] = field(default_factory=dict, repr=False)
     levels: dict[str, dict[str, list[int]]] = field(default_factory=dict, repr=False)
+    # termination kind -> the last line of the first error recorded with it: why a run's episodes failed, at a glance
+    first_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def success_rate(self) -> float:
@@ -81,6 +92,8 @@ class Summary:
         self.total_turns += int(record.get("num_turns") or 0)
         kind = record.get("termination") or "unknown"
         self.terminations[kind] = self.terminations.get(kind, 0) + 1
+        if kind != SUCCESS and kind not in self.first_errors and (error := error_of(record)):
+            self.first_errors[kind] = error
         status = record.get("status") or "unknown"
         self.statuses[status] = self.statuses.get(status, 0) + 1
         task, ok = str(record.get("task_id")), is_success(record)
@@ -129,7 +142,10 @@ class Summary:
         if self.path:
             rows.append(("trajectories", self.path))
         width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        at = next(i for i, (k, _) in enumerate(rows) if k == "failures") + 1
+        lines[at:at] = [f"  first {kind}: {error}" for kind, error in sorted(self.first_errors.items())]
+        return "\n".join(lines)
 
     def _pass_rows(self) -> list[tuple[str, str]]:
         """pass@1 and pass@K rows when tasks have several samples (GRPO groups, ``--group-size K``)."""

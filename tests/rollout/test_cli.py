@@ -55,10 +55,10 @@ def test_rollout_in_worker_processes(tmp_path):
 def test_trajectories_load_with_datasets(tmp_path):
     datasets = pytest.importorskip("datasets")
     path = tmp_path / "t.jsonl"
-    collect("AWorld/Code-v0", make_policy("reference", "AWorld/Code-v0"), episodes=3, concurrency=1,
-            env_kwargs={"server": "inprocess"}, sink=JSONLSink(path), progress=False)  # fmt: skip
+    s = collect("AWorld/Code-v0", make_policy("reference", "AWorld/Code-v0"), episodes=3, concurrency=1,
+                env_kwargs={"server": "inprocess"}, sink=JSONLSink(path), progress=False)  # fmt: skip
     ds = datasets.load_dataset("json", data_files=str(path), split="train")
-    assert ds.num_rows == 3 and set(ds["termination"]) == {"answer"}
+    assert ds.num_rows == 3 and set(ds["termination"]) == {"answer"}, s.first_errors
 
 
 def test_bad_arguments_are_clear_errors():

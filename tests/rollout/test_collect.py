@@ -141,6 +141,9 @@ def test_faults_are_recorded_and_counted(tmp_path):
     assert rows["add-4"]["termination"] == "answer" and rows["add-4"]["score"] == 1.0  # restarted server works
     assert s.failures == {"env_crash": 2, "policy_error": 2} and s.successes == 4
     assert "failures      env_crash 2, policy_error 2" in s.render()
+    # why, at a glance: the first error of each kind (its last line)
+    assert set(s.first_errors) == {"env_crash", "policy_error"} and "garbage" in s.first_errors["policy_error"]
+    assert f"  first policy_error: {s.first_errors['policy_error']}" in s.render().splitlines()
 
 
 def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):

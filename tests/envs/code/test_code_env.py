@@ -48,13 +48,13 @@ def test_prompt_and_tools(env):
 def test_reference_policy_solves_all_164():
     """Through the tool interface, with the shared server, 4 episodes at a time."""
     s = collect("AWorld/Code-v0", CodeReferencePolicy, episodes=164, concurrency=4, progress=False)
-    assert (s.recorded, s.successes) == (164, 164), s.terminations
+    assert (s.recorded, s.successes) == (164, 164), (s.terminations, s.first_errors)
 
 
 def test_wrong_hanging_and_crashing_solutions_score_zero(env):
     env.reset(options={"task_id": "HumanEval/0"})
-    _, r, term, _, info = env.step(answer("def has_close_elements(numbers, threshold):\n    return False"))
-    assert (r, term, info["score"]) == (0.0, True, 0.0)
+    obs, r, term, _, info = env.step(answer("def has_close_elements(numbers, threshold):\n    return False"))
+    assert (r, term, info["score"]) == (0.0, True, 0.0), obs
     assert "AssertionError" in env.unwrapped.last_verdict.reason
     env.reset(options={"task_id": "HumanEval/0"})
     _, r, *_ = env.step(answer("def has_close_elements(numbers, threshold):\n    while True:\n        pass"))
