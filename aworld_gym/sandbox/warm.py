@@ -10,6 +10,7 @@ dies (the executions it was running are reported as lost, never left waiting).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.errors import SandboxError
+from aworld_gym.mcp.proctree import descendants, kill
 from aworld_gym.sandbox.cgroups import CgroupLimiter
 from aworld_gym.sandbox.host import base_mounts, clean_env, python_roots, rlimit_values
 from aworld_gym.sandbox.results import ExecResult, Limits, outcome
@@ -35,6 +37,9 @@ ZYGOTE_IN_SANDBOX = f"{ZYGOTE_DIR_IN_SANDBOX}/aworld_zygote.py"
 HOST = "/host"
 DEFAULT_PRELOAD = ("numpy",)  # numpy.random (7 MB more in every fork) costs ~25% of the throughput
 START_TIMEOUT_S = 60.0
+# How long past an execution's wall-clock limit the zygote may take to answer before it counts as wedged (killed, and
+# a new one started for the next execution).
+ANSWER_GRACE_S = 30.0
 
 
 _instances: weakref.WeakSet[Zygote] = weakref.WeakSet()
@@ -184,6 +189,7 @@ class Zygote:
                 raise ZygoteDied(f"the warm sandbox is gone ({exc})") from exc
         try:
             if not event.wait(timeout_s):
+                self._kill(proc)  # wedged: it would fail every execution to come; the next one starts a new one
                 raise ZygoteDied(f"the warm sandbox did not answer within {timeout_s:g} s")
             reply = self._pending.pop(rid)
         finally:
@@ -193,6 +199,15 @@ class Zygote:
         if reply.get("died"):
             raise ZygoteDied("the warm sandbox died during this execution")
         return reply
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a zygote that stopped answering, with its namespace: the zygote is bubblewrap's child in a session
+        of its own, PID 1 of its namespace (killing it kills every execution in it). Its reader then sees the end of
+        its output, fails what was in flight, and ``ensure`` starts a new one."""
+        kill(descendants(proc.pid) or {})
+        with contextlib.suppress(OSError):
+            proc.kill()
 
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
@@ -296,7 +311,7 @@ class WarmPath:
                 "this one did not start]"])  # fmt: skip
         start = time.perf_counter()
         try:
-            reply = self.zygote.run(request, limits.wall_seconds + 30.0)
+            reply = self.zygote.run(request, limits.wall_seconds + ANSWER_GRACE_S)
         except ZygoteDied as exc:
             return ExecResult("", "", None, duration_s=time.perf_counter() - start, notes=[
                 f"[the execution was lost: {exc}; the sandbox is restarted for the next one]"])  # fmt: skip

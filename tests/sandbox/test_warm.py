@@ -223,6 +223,31 @@ def test_a_killed_zygote_loses_only_its_running_execution_and_restarts(tmp_path)
         assert not [d for prefix in prefixes for d in cgroups.glob(f"{prefix}*")]
 
 
+def test_a_zygote_that_stops_answering_is_killed_and_replaced(tmp_path, monkeypatch):
+    """A wedged zygote (here SIGSTOPped: alive, never answering) fails the execution waiting on it once its grace is
+    spent, and is killed with its namespace: the next execution runs on a new one, not on the wedged one forever."""
+    monkeypatch.setattr(warm_module, "ANSWER_GRACE_S", 2.0)
+    limits = Limits(wall_seconds=1.0, cpu_seconds=1, memory_bytes=1 << 30, max_processes=16)
+    sb = Sandbox(limits, isolation="bwrap", warm=True)
+    try:
+        assert sb.run("print(1)", _work(tmp_path, "a")).ok
+        zygote = sb._warm.zygote
+        first = zygote.proc
+        inside = [p for p in psutil.Process(first.pid).children(recursive=True)
+                  if p.name() != "bwrap" and p.parent().name() == "bwrap"]  # fmt: skip
+        assert len(inside) == 1
+        inside[0].suspend()
+        lost = sb.run("print(2)", _work(tmp_path, "b"))
+        assert lost.exit_code is None and not lost.ok and "did not answer within 3 s" in lost.render(), lost.render()
+        _, alive = psutil.wait_procs(inside, timeout=10)  # killed; its namespace takes a moment to go
+        assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive), "the wedged zygote lives on"
+        res = sb.run("print('on a new one')", _work(tmp_path, "c"))
+        assert res.stdout == "on a new one\n", res.render()
+        assert zygote.starts == 2 and zygote.proc is not first
+    finally:
+        sb.close()
+
+
 def test_a_burst_beyond_the_pool_waits_or_fails_clearly(tmp_path):
     sb = Sandbox(LIMITS, isolation="bwrap", warm=True, max_concurrent=2, queue_timeout_s=0.5)
     try:
