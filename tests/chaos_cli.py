@@ -103,8 +103,10 @@ class ActorKiller(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        last = -1  # the records when the last kill was made
+        last, driver = -1, None  # the records when the last kill was made; the driver they were made under
         while not self._halt.wait(self.every_s):
+            if self.driver != driver:  # a new (resumed) driver: its actors first record something
+                last, driver = self.progress(), self.driver
             actors = actors_of(self.driver) if self.driver else []
             done = self.progress()
             if actors and done > last:
@@ -121,7 +123,7 @@ class ActorKiller(threading.Thread):
 
 
 def _lines(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
+    return path.read_bytes().count(b"\n") if path.exists() else 0  # bytes: a line may be half written
 
 
 def run_mixed(work: Path, episodes: int, concurrency: int = 16, endpoint_faults: float = 0.1,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.trajectory import VOID, Trajectory
+from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
@@ -28,9 +28,10 @@ __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
 
 
 def error_of(record: Mapping[str, Any]) -> str:
-    """Why an episode failed, in one line: the last line of its error, else of its last failed tool call's text."""
+    """Why an episode failed, in one line: the last line of its error, else (an episode that a tool ended: a crashed
+    server, a tool timeout) of its last failed tool call's text."""
     text = str(record.get("error") or "").strip()
-    if not text:
+    if not text and record.get("termination") in (Termination.ENV_CRASH, Termination.TOOL_TIMEOUT):
         results = [r for turn in record.get("turns") or [] for r in turn.get("tool_results") or [] if r.get("error")]
         text = str(results[-1].get("text") or results[-1]["error"]).strip() if results else ""
     return text.splitlines()[-1][:300] if text else ""

@@ -75,6 +75,8 @@ class Zygote:
         self._lock = threading.Lock()  # start/stop and writes to the zygote's stdin
         self._pending: dict[int, dict[str, Any]] = {}
         self._events: dict[int, threading.Event] = {}
+        self._sent_to: dict[int, subprocess.Popen[bytes]] = {}  # request id -> the zygote it went to
+        self._heard: dict[subprocess.Popen[bytes], float] = {}  # zygote -> when it last sent a line (monotonic)
         self._ids = 0
         _instances.add(self)
 
@@ -179,6 +181,7 @@ class Zygote:
             self._ids += 1
             rid = self._ids
             self._events[rid] = event
+            self._sent_to[rid] = proc
             line = (json.dumps({**request, "id": rid}) + "\n").encode()
             try:
                 assert proc.stdin is not None
@@ -186,40 +189,51 @@ class Zygote:
                 proc.stdin.flush()
             except (OSError, ValueError) as exc:
                 self._events.pop(rid, None)
+                self._sent_to.pop(rid, None)
                 raise ZygoteDied(f"the warm sandbox is gone ({exc})") from exc
         try:
             if not event.wait(timeout_s):
-                self._kill(proc)  # wedged: it would fail every execution to come; the next one starts a new one
+                self._kill_if_wedged(proc, timeout_s)
                 raise ZygoteDied(f"the warm sandbox did not answer within {timeout_s:g} s")
             reply = self._pending.pop(rid)
         finally:
             with self._lock:
                 self._events.pop(rid, None)
                 self._pending.pop(rid, None)
+                self._sent_to.pop(rid, None)
         if reply.get("died"):
             raise ZygoteDied("the warm sandbox died during this execution")
         return reply
 
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        """SIGKILL a zygote that stopped answering, with its namespace: the zygote is bubblewrap's child in a session
-        of its own, PID 1 of its namespace (killing it kills every execution in it). Its reader then sees the end of
-        its output, fails what was in flight, and ``ensure`` starts a new one."""
-        kill(descendants(proc.pid) or {})
-        with contextlib.suppress(OSError):
-            proc.kill()
+    def _kill_if_wedged(self, proc: subprocess.Popen[bytes], quiet_s: float) -> None:
+        """SIGKILL the zygote ``proc`` if it is still the current one and sent nothing for ``quiet_s`` (wedged: it would
+        fail every execution to come; one execution whose reply is missing while others are answered is not worth
+        the others). It goes with its namespace: the zygote is bubblewrap's child in a session of its own, PID 1 of
+        its namespace (killing it kills every execution in it). Its reader then sees the end of its output and fails
+        what was in flight on it, and ``ensure`` starts a new one once it is gone (waited for here)."""
+        with self._lock:
+            quiet = time.monotonic() - self._heard.get(proc, 0.0) >= quiet_s
+            if self.proc is not proc or proc.poll() is not None or not quiet:
+                return
+            kill(descendants(proc.pid) or {})
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
 
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            self._heard[proc] = time.monotonic()
             try:
                 reply = json.loads(line)
             except ValueError:
                 continue
             self._deliver(int(reply.get("id", -1)), reply)
         proc.wait()
-        with self._lock:  # the zygote is gone: every execution still waiting on it is lost
-            lost = [rid for rid in self._events if rid not in self._pending]
+        with self._lock:  # the zygote is gone: every execution still waiting on it is lost (not a newer one's)
+            lost = [rid for rid, to in self._sent_to.items() if to is proc and rid not in self._pending]
+            self._heard.pop(proc, None)
         if lost:
             logger.warning("sandbox: the warm sandbox exited (%s); %d execution(s) lost", proc.returncode, len(lost))
         for rid in lost:
