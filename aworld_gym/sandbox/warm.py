@@ -193,8 +193,9 @@ class Zygote:
                 raise ZygoteDied(f"the warm sandbox is gone ({exc})") from exc
         try:
             if not event.wait(timeout_s):
-                self._kill_if_wedged(proc, timeout_s)
-                raise ZygoteDied(f"the warm sandbox did not answer within {timeout_s:g} s")
+                kept = not self._kill_if_wedged(proc, timeout_s)
+                then = "it answers others: kept" if kept else "stopped: the next execution starts a new one"
+                raise ZygoteDied(f"the warm sandbox did not answer within {timeout_s:g} s ({then})")
             reply = self._pending.pop(rid)
         finally:
             with self._lock:
@@ -202,10 +203,10 @@ class Zygote:
                 self._pending.pop(rid, None)
                 self._sent_to.pop(rid, None)
         if reply.get("died"):
-            raise ZygoteDied("the warm sandbox died during this execution")
+            raise ZygoteDied("the warm sandbox died during this execution (the next execution starts a new one)")
         return reply
 
-    def _kill_if_wedged(self, proc: subprocess.Popen[bytes], quiet_s: float) -> None:
+    def _kill_if_wedged(self, proc: subprocess.Popen[bytes], quiet_s: float) -> bool:
         """SIGKILL the zygote ``proc`` if it is still the current one and sent nothing for ``quiet_s`` (wedged: it would
         fail every execution to come; one execution whose reply is missing while others are answered is not worth
         the others). It goes with its namespace: the zygote is bubblewrap's child in a session of its own, PID 1 of
@@ -214,12 +215,13 @@ class Zygote:
         with self._lock:
             quiet = time.monotonic() - self._heard.get(proc, 0.0) >= quiet_s
             if self.proc is not proc or proc.poll() is not None or not quiet:
-                return
+                return False
             kill(descendants(proc.pid) or {})
             with contextlib.suppress(OSError):
                 proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+            return True
 
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
@@ -328,7 +330,7 @@ class WarmPath:
             reply = self.zygote.run(request, limits.wall_seconds + ANSWER_GRACE_S)
         except ZygoteDied as exc:
             return ExecResult("", "", None, duration_s=time.perf_counter() - start, notes=[
-                f"[the execution was lost: {exc}; the sandbox is restarted for the next one]"])  # fmt: skip
+                f"[the execution was lost: {exc}]"])  # fmt: skip
         finally:
             self.slots.release()
         if reply.get("error"):
