@@ -95,7 +95,7 @@ class ActorKiller(threading.Thread):
     a run on a loaded machine: a fresh actor slower to start than ``every_s`` is killed before it finishes anything,
     so every episode ends as a crash past its retries, which tests the machine's load, not the engine."""
 
-    def __init__(self, every_s: float, progress: Callable[[], int] = lambda: 1, seed: int = 0) -> None:
+    def __init__(self, every_s: float, progress: Callable[[], int], seed: int = 0) -> None:
         super().__init__(daemon=True)
         self.every_s, self.progress, self.rng = every_s, progress, random.Random(seed)
         self.driver: int | None = None
