@@ -42,3 +42,11 @@ class PolicyError(AWorldGymError):
 
 class SandboxError(AWorldGymError):
     """The code sandbox could not run an execution (not: the code failed, which is a normal result)."""
+
+
+def last_line(text: object, limit: int = 300) -> str:
+    """The last non-empty line of an error (a traceback's last line names the exception), stripped and cut to ``limit``
+    characters: how a summary, a log line or a report says in one line why something failed. ``""`` for no text,
+    or only whitespace."""
+    lines = str(text or "").strip().splitlines()
+    return lines[-1].strip()[:limit] if lines else ""

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aworld_gym.base.errors import last_line
 from aworld_gym.base.images import data_url
 from aworld_gym.report.stats import RunStats, compare, task_field
 from aworld_gym.rollout.jobs import is_success
@@ -79,11 +80,6 @@ def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[
             "screenshot": images(record.get("screenshot")), "task_meta": record.get("task_meta") or {}}  # fmt: skip
 
 
-def _last_line(text: Any) -> str:
-    lines = str(text or "").strip().splitlines()
-    return lines[-1][:300] if lines else ""
-
-
 def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_mb: float = 40.0,
           text_chars: int = 4000, max_image_mb: float = 20.0, seed: int = 0) -> dict[str, Any]:  # fmt: skip
     """Write the report of the runs in ``paths`` to ``out``; returns what it holds (the summaries, counts)."""
@@ -110,7 +106,7 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
                 "termination": record.get("termination") or "unfinished", "turns": record.get("num_turns"),
                 "status": record.get("status"),
                 "group": None if by is None else str(task_field(record, by)), "answer": _cut(record.get("answer"), 200),
-                "error": _last_line(record.get("error")), "prompt": _cut(record.get("prompt"), 300),
+                "error": last_line(record.get("error")), "prompt": _cut(record.get("prompt"), 300),
                 "total_s": (record.get("timings") or {}).get("total_s"),
             })  # fmt: skip
             text = json.dumps(transcript(record, text_chars, images), ensure_ascii=False, default=str)

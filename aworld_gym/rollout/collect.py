@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
@@ -34,7 +35,7 @@ def error_of(record: Mapping[str, Any]) -> str:
     if not text and record.get("termination") in (Termination.ENV_CRASH, Termination.TOOL_TIMEOUT):
         results = [r for turn in record.get("turns") or [] for r in turn.get("tool_results") or [] if r.get("error")]
         text = str(results[-1].get("text") or results[-1]["error"]).strip() if results else ""
-    return text.splitlines()[-1][:300] if text else ""
+    return last_line(text)
 
 
 @dataclass

@@ -42,6 +42,7 @@ from swift.rollout.gym_env import Env, envs
 from swift.rollout.multi_turn import MultiTurnScheduler, OpenEnvScheduler, multi_turns
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.mcp.loop import BackgroundLoop
@@ -95,7 +96,7 @@ def rollout_infos(traj: Trajectory, void_policy: str) -> dict[str, Any]:
     return {"total_reward": 0.0 if traj.void else traj.reward, "status": traj.status, "void": float(traj.void),
             "termination": traj.termination, "score": traj.score, "weight": 0.0 if masked else 1.0,
             "task_id": traj.task_id, "aworld_turns": traj.num_turns,
-            "error": traj.error.strip().splitlines()[-1][:500] if traj.error else None}  # fmt: skip
+            "error": last_line(traj.error, 500) or None}  # fmt: skip
 
 
 # ----- the gym env ----------------------------------------------------------------------------------------------------

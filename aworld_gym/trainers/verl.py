@@ -28,6 +28,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 import aworld_gym  # noqa: F401 - registers the ids
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
@@ -165,7 +166,7 @@ class AWorldAgentLoop(AgentLoopBase):
                                 options=episode_options(extra, kwargs.get("raw_prompt")), group=None if kwargs.get("uid") is None else str(kwargs["uid"]),
                                 tokens=mode, retry_void=self.retry_void)  # fmt: skip
         if traj.error:
-            logger.warning("aworld_agent: a %s episode: %s", traj.termination, traj.error.strip().splitlines()[-1])
+            logger.warning("aworld_agent: a %s episode: %s", traj.termination, last_line(traj.error, 2000))
         return traj, pool.group_hooks, timing
 
     def _config_logprobs(self) -> bool:
@@ -206,6 +207,6 @@ class AWorldAgentLoop(AgentLoopBase):
                 "terminated": traj.terminated,
                 "reward_components": dict(rec["reward_components"]),
                 "group_reward_components": dict(traj.group_reward_components),
-                "error": (traj.error or "").strip().splitlines()[-1] if traj.error else "",
+                "error": last_line(traj.error, 2000),
             },
         )

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from aworld_gym.rollout.collect import collect, plan_jobs
+from aworld_gym.base.errors import last_line
+from aworld_gym.rollout.collect import collect, error_of, plan_jobs
 from aworld_gym.rollout.plan import PlanPolicy
 from aworld_gym.rollout.sinks import JSONLSink, ParquetSink, open_sink
 from tests.helpers import demo_env_kwargs
@@ -144,6 +145,18 @@ def test_faults_are_recorded_and_counted(tmp_path):
     # why, at a glance: the first error of each kind (its last line)
     assert set(s.first_errors) == {"env_crash", "policy_error"} and "garbage" in s.first_errors["policy_error"]
     assert f"  first policy_error: {s.first_errors['policy_error']}" in s.render().splitlines()
+
+
+def test_one_line_errors_take_the_last_non_empty_line_and_survive_blank_errors():
+    """Every one-line error (run summary, report, trainer infos, browser fleet) goes through ``last_line``: a
+    traceback gives its exception line, a whitespace-only error gives "" (it raised IndexError before)."""
+    tb = "Traceback (most recent call last):\n  File 'x', line 1\nValueError: bad\n\n"
+    assert last_line(tb) == "ValueError: bad" and last_line("x" * 400) == "x" * 300 and last_line("abc", 2) == "ab"
+    assert last_line(" \n\t ") == last_line(None) == ""
+    assert error_of({"error": "  \n ", "termination": "policy_error"}) == ""
+    crashed = {"error": "\n", "termination": "env_crash",
+               "turns": [{"tool_results": [{"error": "server_died", "text": "the server exited\n  (code -9)"}]}]}  # fmt: skip
+    assert error_of(crashed) == "(code -9)"
 
 
 def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):

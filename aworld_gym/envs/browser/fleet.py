@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.envs.browser.faults import WIDE, FaultPolicy
 from aworld_gym.rollout.driver import arun_episode
@@ -166,7 +167,7 @@ class Fleet:
         rec.first_status = rec.first_status or traj.status
         rec.reset_s = traj.timings.get("reset_s")
         rec.steps_s = [float(t.get("env_s", 0.0)) for t in traj.turns]
-        rec.error = (traj.error or "").strip().splitlines()[-1][:300] if traj.error else None
+        rec.error = last_line(traj.error) or None
         results = [r for t in traj.turns for r in t.get("tool_results", [])]
         rec.tool_errors = [f"{r.get('error')}: {str(r.get('text', ''))[:1000]}" for r in results if r.get("error")]
 

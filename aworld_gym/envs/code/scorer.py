@@ -7,6 +7,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass
 
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.actions import strip_code_fence
 from aworld_gym.core.task import Task
 from aworld_gym.sandbox.runner import ExecResult, Sandbox
@@ -64,8 +65,7 @@ class Verdict:
             return "all tests passed"
         if self.result.timed_out:
             return "the tests timed out"
-        last = (self.result.stderr.strip().splitlines() or ["tests failed"])[-1]
-        return last[:300]
+        return last_line(self.result.stderr) or "tests failed"
 
 
 def check_solution(answer: str, task: Task, sandbox: Sandbox, timeout_s: float = 10.0) -> Verdict:
