@@ -189,7 +189,7 @@ class OpenAIPolicy:
                 return await send()
             except Exception as exc:
                 if not _transient(exc) or attempt == self.retries:
-                    raise PolicyError(f"the model endpoint failed: {type(exc).__name__}: {exc}") from exc
+                    raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 await asyncio.sleep(self._backoff(attempt, exc))
         raise AssertionError("unreachable")
 
@@ -208,7 +208,7 @@ class OpenAIPolicy:
                 raise
             except Exception as exc:
                 if not _transient(exc) or attempt == self.retries:
-                    raise PolicyError(f"the model endpoint failed: {type(exc).__name__}: {exc}") from exc
+                    raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 time.sleep(self._backoff(attempt, exc))
         raise AssertionError("unreachable")
 
@@ -240,6 +240,20 @@ def _transient(exc: BaseException) -> bool:
     # the SDK's aiohttp transport passes aiohttp's own errors through (a bad status line, a broken response): a
     # connection problem, as httpx's are; matched by name, so aiohttp is never imported here
     return any(c.__name__ == "ClientError" and c.__module__.startswith("aiohttp") for c in type(exc).__mro__)
+
+
+def _endpoint_error(exc: BaseException) -> str:
+    """The error's type and message, and for an HTTP error status the endpoint's own reason: the SDK's message is
+    only "Error code: 400" when the body is not OpenAI's ``{"error": ...}`` (``transformers serve`` answers
+    ``{"detail": ...}``, e.g. for a tool call it could not parse), and that reason is what says what to change."""
+    text = f"{type(exc).__name__}: {exc}"
+    body = getattr(exc, "body", None) if getattr(exc, "status_code", None) is not None else None
+    if isinstance(body, dict):  # the SDK keeps {"error": {...}}'s inner object; other bodies whole
+        inner = body.get("error")
+        inner = inner.get("message") if isinstance(inner, dict) else inner
+        body = body.get("detail") or body.get("message") or inner or body
+    reason = " ".join(str(body).split())[:500] if body else ""
+    return f"{text} ({reason})" if reason and reason not in text else text
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from aworld_gym.base.errors import last_line
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.openai_policy import OpenAIPolicy
@@ -59,12 +60,33 @@ def test_transient_errors_are_retried_others_are_not(fake):
     p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01)
     rec = run_episode(env, p, env_id=ENV, options={"task_index": 0})
     assert rec["termination"] == "policy_error" and p.attempts == 1 and "BadRequestError" in rec["error"]
+    assert last_line(rec["error"]).count("status 400") == 1  # the endpoint's reason (the SDK's message has it), once
     fake.always = 500
     p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01, retries=2)
     with pytest.raises(PolicyError, match="InternalServerError"):
         p.act(env.unwrapped, "", {})
     assert p.attempts == 3
     env.close()
+
+
+def test_an_error_status_names_the_endpoints_reason_whatever_the_shape_of_its_body():
+    """The SDK's message is only "Error code: 400" for a body not shaped {"error": ...} (transformers serve sends
+    {"detail": ...}): the policy's error adds the body's reason, once."""
+    import httpx
+    import openai
+
+    from aworld_gym.rollout.openai_policy import _endpoint_error
+
+    response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+
+    def error(body):
+        return _endpoint_error(openai.BadRequestError("Error code: 400", response=response, body=body))
+
+    assert error({"detail": "json parser could not\nparse region"}) == (
+        "BadRequestError: Error code: 400 (json parser could not parse region)")  # fmt: skip
+    assert error({"message": "bad model", "type": "invalid_request_error"}).endswith("(bad model)")
+    assert error("x" * 900).endswith("x" * 500 + ")") and error(None) == "BadRequestError: Error code: 400"
+    assert _endpoint_error(ValueError("no status")) == "ValueError: no status"
 
 
 def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_request(fake):
