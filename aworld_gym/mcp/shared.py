@@ -121,7 +121,7 @@ class SharedServer:
                 cwd=self.cwd(),
                 env={**os.environ, **self.extra_env},
             )
-            if self.ready(port, self.proc) and _still_running(self.proc):
+            if self.ready(port, self.proc):
                 self.port = port
                 self.url = self.url_for(port)
                 self.starts += 1
@@ -164,13 +164,6 @@ def stop_group(proc: subprocess.Popen[bytes], family: Sequence[int] = (), grace:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _still_running(proc: subprocess.Popen[bytes]) -> bool:
-    """The port answered: make sure it is our process that bound it (not one that took the port, while ours
-    exits on "address in use")."""
-    time.sleep(0.1)
-    return proc.poll() is None
-
-
 def _exists(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -205,13 +198,55 @@ def free_port() -> int:
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait until ``proc`` (or a process below it) listens on TCP ``port``; False if it exits or time runs out.
+
+    A port that answers is not enough: between :func:`free_port` and the server's bind, another process (a
+    parallel test worker's server, another driver's) may take the port, and then it answers at once while ours
+    is still importing and will exit on "address in use". Taken as ready, every env would talk to that stranger
+    (and send it our bearer token). So the listening socket must be one of our process tree's (``/proc/net/tcp``
+    and each process's fds); where ``/proc`` has no such table, a connection that stays up while ``proc`` still
+    runs 0.1 s later is the best check there is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        listeners = listening_sockets(port)
+        if listeners is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                time.sleep(0.1)
+                return proc.poll() is None
+        elif listeners and owns_socket(descendants(proc.pid), listeners):
             return True
         time.sleep(0.05)
+    return False
+
+
+def listening_sockets(port: int) -> set[str] | None:
+    """The inodes of the TCP sockets listening on ``port`` (IPv4 and IPv6), as ``socket:[inode]`` link texts;
+    None where ``/proc/net/tcp`` cannot be read (not Linux)."""
+    found: set[str] = set()
+    tables = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        tables += 1
+        for line in lines:
+            fields = line.split()  # sl, local_address (hex ip:port), rem_address, st (0A: LISTEN), ..., inode
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(f"socket:[{fields[9]}]")
+    return found if tables else None
+
+
+def owns_socket(pids: Sequence[int], links: set[str]) -> bool:
+    """Whether one of ``pids`` holds a file descriptor of one of the sockets ``links`` (``socket:[inode]``)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd.path) in links:
+                        return True
     return False
 
 
