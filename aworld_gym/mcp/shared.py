@@ -59,7 +59,7 @@ class SharedServer:
         return None
 
     def ready(self, port: int, proc: subprocess.Popen[bytes]) -> bool:
-        """Whether the started process answers (default: its TCP port accepts connections)."""
+        """Whether the started process answers (default: it, or a process below it, listens on its TCP port)."""
         return wait_port(port, proc, self.start_timeout)
 
     # ----- refcounting ------------------------------------------------------------------------------------
@@ -127,6 +127,8 @@ class SharedServer:
                 self.starts += 1
                 return self.url
             last = self._tail()
+            if self.proc.poll() is not None and listening_sockets(port):  # ours exited, and someone listens there
+                last += f"\n(port {port} is held by another process)"
             self._stop()
             time.sleep(0.5)
         raise ServerError(f"the {self.name} server did not start; its log:\n{last}")
@@ -203,38 +205,57 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
     A port that answers is not enough: between :func:`free_port` and the server's bind, another process (a
     parallel test worker's server, another driver's) may take the port, and then it answers at once while ours
     is still importing and will exit on "address in use". Taken as ready, every env would talk to that stranger
-    (and send it our bearer token). So the listening socket must be one of our process tree's (``/proc/net/tcp``
-    and each process's fds); where ``/proc`` has no such table, a connection that stays up while ``proc`` still
-    runs 0.1 s later is the best check there is."""
+    (and send it our bearer token). So the listening socket must be one of our process tree's (:func:`listens`).
+    Where ``/proc`` cannot tell (not Linux, an empty ``/proc/net/tcp``, unreadable fds), a connection that stays up
+    while ``proc`` still runs 0.1 s later is the best check there is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        listeners = listening_sockets(port)
-        if listeners is None:
+        mine = listens(port, proc.pid)
+        if mine:
+            return True
+        if mine is None:  # cannot tell (or nobody listens yet: then the connection is refused)
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 time.sleep(0.1)
                 return proc.poll() is None
-        elif listeners and owns_socket(descendants(proc.pid), listeners):
-            return True
         time.sleep(0.05)
     return False
 
 
+def listens(port: int, pid: int) -> bool | None:
+    """Whether ``pid`` or a process below it holds the socket listening on 127.0.0.1:``port``: False when another
+    process does, None when ``/proc`` cannot tell (no table, no listener in it, ``pid``'s fds unreadable)."""
+    links = listening_sockets(port)
+    if not links:
+        return None
+    if not os.access(f"/proc/{pid}/fd", os.R_OK | os.X_OK):
+        return None
+    return owns_socket(descendants(pid), links)
+
+
+# The local addresses a server reachable on 127.0.0.1 listens on: 0.0.0.0, 127.0.0.1, ::, ::ffff:127.0.0.1.
+_LOOPBACK = {"00000000", "0100007F", "0" * 32, "0000000000000000FFFF00000100007F"}
+
+
 def listening_sockets(port: int) -> set[str] | None:
-    """The inodes of the TCP sockets listening on ``port`` (IPv4 and IPv6), as ``socket:[inode]`` link texts;
-    None where ``/proc/net/tcp`` cannot be read (not Linux)."""
+    """The TCP sockets listening where 127.0.0.1:``port`` reaches (IPv4 and IPv6 tables), as the ``socket:[inode]``
+    texts of their file descriptors' links; None where ``/proc/net/tcp`` cannot be read (not Linux)."""
     found: set[str] = set()
     tables = 0
+    needle = f":{port:04X} "
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            lines = Path(table).read_text().splitlines()[1:]
+            text = Path(table).read_text()
         except OSError:
             continue
         tables += 1
-        for line in lines:
+        for line in text.splitlines()[1:]:
+            if needle not in line:  # most lines (other ports) are skipped before they are split
+                continue
             fields = line.split()  # sl, local_address (hex ip:port), rem_address, st (0A: LISTEN), ..., inode
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            address, _, hex_port = fields[1].partition(":")
+            if len(fields) > 9 and fields[3] == "0A" and int(hex_port, 16) == port and address in _LOOPBACK:
                 found.add(f"socket:[{fields[9]}]")
     return found if tables else None
 

@@ -253,7 +253,9 @@ def _endpoint_error(exc: BaseException) -> str:
         inner = inner.get("message") if isinstance(inner, dict) else inner
         body = body.get("detail") or body.get("message") or inner or body
     reason = " ".join(str(body).split())[:500] if body else ""
-    return f"{text} ({reason})" if reason and reason not in text else text
+    if not reason or reason in text or " - " in str(exc) or reason.startswith("<"):
+        return text  # none; already in the SDK's message (it appends " - <body>" for some bodies); an HTML page
+    return f"{text} ({reason})"
 
 
 def _retry_after(exc: BaseException) -> float | None:

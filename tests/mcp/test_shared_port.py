@@ -25,7 +25,7 @@ from aworld_gym.mcp.shared import SharedServer, free_port, listening_sockets, ow
 SERVER = """
 import socket, subprocess, sys, time
 port, how = int(sys.argv[1]), sys.argv[2]
-time.sleep(0.5)
+time.sleep(0.3)
 if how == "child":
     sys.exit(subprocess.call([sys.executable, "-c", sys.argv[3], str(port)]))
 s = socket.socket()
@@ -102,8 +102,43 @@ def test_a_shared_server_never_takes_a_strangers_port(stranger):
         server.proc.wait()
         server.port = stranger  # ...and (as if another process took it meanwhile) someone else listens there
         server.start_timeout = 5.0
-        with pytest.raises(ServerError, match="did not start"):
+        with pytest.raises(ServerError, match=f"did not start(.|\\n)*port {stranger} is held by another process"):
             server.ensure_alive()
         assert server.url is None
     finally:
         server.shutdown()
+
+
+def test_where_proc_cannot_tell_a_connection_to_a_live_server_is_the_check(monkeypatch):
+    """No ``/proc/net/tcp`` (not Linux) or an empty one (WSL1): a server that listens is still found ready, by the
+    old check (it answers, and still runs 0.1 s later), instead of waiting out the start timeout."""
+    import aworld_gym.mcp.shared as shared
+
+    for table in (None, set()):
+        monkeypatch.setattr(shared, "listening_sockets", lambda port, table=table: table)
+        port = free_port()
+        proc = start([SERVER, str(port), "self"])
+        try:
+            t0 = time.monotonic()
+            assert wait_port(port, proc, 20) is True and time.monotonic() - t0 < 10
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def test_only_listeners_that_127_0_0_1_reaches_count():
+    """A socket on ::1 alone is not where the server's URL (127.0.0.1) points."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    with socket.socket(socket.AF_INET6) as s:
+        try:
+            s.bind(("::1", 0))
+        except OSError as exc:
+            pytest.skip(f"no ::1 here: {exc}")
+        s.listen()
+        port = s.getsockname()[1]
+        assert listening_sockets(port) == set()
+        with socket.socket() as v4:
+            v4.bind(("127.0.0.1", port))
+            v4.listen()
+            assert len(listening_sockets(port) or ()) == 1

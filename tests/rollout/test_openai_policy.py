@@ -87,6 +87,9 @@ def test_an_error_status_names_the_endpoints_reason_whatever_the_shape_of_its_bo
     assert error({"message": "bad model", "type": "invalid_request_error"}).endswith("(bad model)")
     assert error("x" * 900).endswith("x" * 500 + ")") and error(None) == "BadRequestError: Error code: 400"
     assert _endpoint_error(ValueError("no status")) == "ValueError: no status"
+    assert error("<html><body>502 Bad Gateway</body></html>") == "BadRequestError: Error code: 400"  # a proxy's page
+    older = openai.BadRequestError("Error code: 400 - {'detail': 'x\\ny'}", response=response, body={"detail": "x\ny"})
+    assert _endpoint_error(older) == "BadRequestError: Error code: 400 - {'detail': 'x\\ny'}"  # openai 1.x: once
 
 
 def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_request(fake):
