@@ -1,9 +1,10 @@
 """Train with TRL's GRPOTrainer on an AWorld environment.
 
-Default (CPU, offline, about five minutes): builds the tiny Qwen3, warm-starts it on the tool-choice env's train
-split (per task, half of the demonstrations call a wrong tool), then runs GRPO with aworld-gym's token-exact
-rollout function on the train split, printing the success on 144 sampled held-out episodes (other numbers, other
-keys) before and after with the learning criterion's p-value, and plotting the training curve:
+Default (CPU, offline, about five minutes, ten with --control): builds the tiny Qwen3, warm-starts it on the
+tool-choice env's train split (per task, half of the demonstrations call a wrong tool), then runs 120 GRPO steps
+with aworld-gym's token-exact rollout function on the train split, printing the success on 144 sampled held-out
+episodes (other numbers, other keys) before and after with the learning criterion's p-value, and plotting the
+training curve:
 
     python examples/train_grpo_trl.py --control --plot docs/grpo_tool_choice.png \
         --json benchmarks/results/grpo_tool_choice.json
@@ -32,7 +33,7 @@ def main() -> None:
     ap.add_argument("--env", default="AWorld/MCP-v0", help="env id (default: the tool-choice MCP environment)")
     ap.add_argument("--env-kwargs", default=None, help="JSON kwargs for gym.make")
     ap.add_argument("--adapter", choices=["rollout_func", "environment_factory"], default="rollout_func")
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-size", type=int, default=32, help="rollouts per step (4 prompts x 8 generations)")
     ap.add_argument("--num-generations", type=int, default=8)
