@@ -213,14 +213,24 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
         if proc.poll() is not None:
             return False
         mine = listens(port, proc.pid)
-        if mine:
-            return True
-        if mine is None:  # cannot tell (or nobody listens yet: then the connection is refused)
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        if mine is None and _answers(port):  # nobody in /proc's table, yet the port answers: look again
+            mine = listens(port, proc.pid)  # (a listener may have bound between the two looks)
+            if mine is None:  # /proc cannot tell: the port answers and our process still runs 0.1 s later
                 time.sleep(0.1)
                 return proc.poll() is None
+        if mine:
+            return True
         time.sleep(0.05)
     return False
+
+
+def _answers(port: int) -> bool:
+    """Whether something accepts a TCP connection on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 def listens(port: int, pid: int) -> bool | None:

@@ -191,8 +191,8 @@ def test_logprobs_are_ignored_so_turns_have_no_sampled_field(server, client, fir
 
 def test_a_tool_call_cut_by_max_tokens_is_a_policy_error_with_the_servers_reason(server, tmp_path):
     """6 tokens end inside the call's JSON, and transformers serve's parser fails on it instead of returning the
-    cut message. Up to 5.2x it answered 500 (retried, as any 5xx); since (5.25 here) 400 with the parser's
-    reason in ``detail``: not retried (a 4xx would fail again), and the reason is in the episode's error."""
+    cut message. Earlier versions answered 500 (retried, as any 5xx); 5.25 answers 400 with the parser's reason
+    in ``detail``: not retried (a 4xx would fail again), and the reason is in the episode's error."""
     p = policy(server, max_tokens=6, retries=2, temperature=0.0)
     records = run(server, tmp_path / "cut.jsonl", p, episodes=1, concurrency=1)
     (r,) = records
