@@ -30,11 +30,14 @@ __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
 
 def error_of(record: Mapping[str, Any]) -> str:
     """Why an episode failed, in one line: the last line of its error, else (an episode that a tool ended: a crashed
-    server, a tool timeout) of its last failed tool call's text."""
+    server, a tool timeout) of its last failed tool call's text, else of its last turn's action error (the env's
+    own infrastructure failing, e.g. while it scored the answer)."""
     text = str(record.get("error") or "").strip()
     if not text and record.get("termination") in (Termination.ENV_CRASH, Termination.TOOL_TIMEOUT):
-        results = [r for turn in record.get("turns") or [] for r in turn.get("tool_results") or [] if r.get("error")]
+        turns = record.get("turns") or []
+        results = [r for turn in turns for r in turn.get("tool_results") or [] if r.get("error")]
         text = str(results[-1].get("text") or results[-1]["error"]).strip() if results else ""
+        text = text or (str(turns[-1].get("action_error") or "").strip() if turns else "")
     return last_line(text)
 
 

@@ -157,6 +157,9 @@ def test_one_line_errors_take_the_last_non_empty_line_and_survive_blank_errors()
     crashed = {"error": "\n", "termination": "env_crash",
                "turns": [{"tool_results": [{"error": "server_died", "text": "the server exited\n  (code -9)"}]}]}  # fmt: skip
     assert error_of(crashed) == "(code -9)"
+    scoring = {"error": None, "termination": "env_crash", "turns": [{"tool_results": []}, {"tool_results": [],
+               "action_error": "the tool infrastructure failed: FileNotFoundError: [Errno 2] No such file"}]}  # fmt: skip
+    assert error_of(scoring) == "the tool infrastructure failed: FileNotFoundError: [Errno 2] No such file"
 
 
 def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
