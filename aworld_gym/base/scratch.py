@@ -83,6 +83,23 @@ def make_file(prefix: str, suffix: str = "") -> tempfile._TemporaryFileWrapper[b
     return f
 
 
+def make_child(root: Path, name: str, prefix: str | None) -> tuple[Path, Path]:
+    """Make the folder ``root/name``; where ``root`` is gone (a temp cleaner, ``rm -rf /tmp/aworld-*`` during a long
+    run, another process's clean-up), first a new root, warned: :func:`make_dir` ``(prefix)``, or ``root`` itself
+    again where the caller chose it (``prefix=None``). Without this every later use fails with ``FileNotFoundError``
+    for the process's life. Returns ``(root, child)``: the caller keeps the root (under its own lock)."""
+    try:
+        (root / name).mkdir()
+    except FileNotFoundError:
+        logger.warning("the work folder %s was removed by another process; using a new one", root)
+        if prefix is None:
+            root.mkdir(parents=True, exist_ok=True)
+        else:
+            root = make_dir(prefix)
+        (root / name).mkdir()
+    return root, root / name
+
+
 def remove_own() -> None:
     """Remove the folders and files this process made and still has (what a process about to ``os._exit`` owns;
     not those a process it was forked from made)."""

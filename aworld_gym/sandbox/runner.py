@@ -53,6 +53,7 @@ from aworld_gym.sandbox.warm import DEFAULT_PRELOAD, WarmPath
 __all__ = ["FILES_DIR", "MAIN", "WORK_DIR", "ExecResult", "Limits", "Sandbox", "SandboxWarning", "world_readable"]
 
 logger = logging.getLogger(__name__)
+SCRATCH_PREFIX = "aworld-sandbox-exec-"
 
 WORK_DIR = "/sandbox/work"
 FILES_DIR = "/sandbox/files"
@@ -110,7 +111,7 @@ class Sandbox:
             )
         elif warm:
             raise SandboxError("the warm path needs the bubblewrap sandbox (isolation='bwrap')")
-        self._scratch = scratch.make_dir("aworld-sandbox-exec-")
+        self._scratch = scratch.make_dir(SCRATCH_PREFIX)
         self._counter = 0
         self._lock = threading.Lock()
         self.report = self._report()
@@ -167,11 +168,7 @@ class Sandbox:
         limits = self.limits
         if timeout_s is not None:
             limits = replace(limits, wall_seconds=max(0.1, min(float(timeout_s), limits.wall_seconds)))
-        with self._lock:
-            self._counter += 1
-            n = self._counter
-        exec_dir = self._scratch / f"e{n}"
-        exec_dir.mkdir()
+        exec_dir = self._exec_dir()
         try:
             main = exec_dir / "main.py"
             main.write_text(code, encoding="utf-8", errors="surrogateescape")
@@ -185,6 +182,13 @@ class Sandbox:
             return self._run(main, exec_dir, workdir, staged, limits)
         finally:
             shutil.rmtree(exec_dir, ignore_errors=True)
+
+    def _exec_dir(self) -> Path:
+        """A new folder for one execution's files, in this sandbox's work folder (made again if removed)."""
+        with self._lock:
+            self._counter += 1
+            self._scratch, exec_dir = scratch.make_child(self._scratch, f"e{self._counter}", SCRATCH_PREFIX)
+        return exec_dir
 
     @property
     def warm(self) -> bool:

@@ -60,7 +60,8 @@ class Workspaces:
     """Work folders keyed by (session, episode); the newest episode of a session replaces the older one."""
 
     def __init__(self, root: Path | None = None, max_sessions: int = 4096) -> None:
-        self.root = Path(root) if root else scratch.make_dir("aworld-sandbox-work-")
+        self._prefix = None if root else "aworld-sandbox-work-"  # a root the caller chose is made again as it was
+        self.root = Path(root) if root else scratch.make_dir(self._prefix)
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, tuple[int, Path]] = OrderedDict()
@@ -77,8 +78,7 @@ class Workspaces:
             if current is not None:
                 stale.append(current[1])
             self._n += 1
-            path = self.root / f"w{self._n}"
-            path.mkdir()
+            self.root, path = scratch.make_child(self.root, f"w{self._n}", self._prefix)
             self._sessions[session] = (episode, path)
             while len(self._sessions) > self.max_sessions:
                 stale.append(self._sessions.popitem(last=False)[1][1])

@@ -64,7 +64,11 @@ def test_a_killed_owners_leftovers_go_and_a_live_owners_stay() -> None:
         stranger.rmdir()
 
 
-def test_remove_own_removes_only_this_processes_names() -> None:
+def test_remove_own_removes_only_this_processes_names(monkeypatch) -> None:
+    # remove_own is what a process about to os._exit runs; this test process goes on, so it gets a list of its own:
+    # with the real one it removed every folder this pytest worker's earlier tests had made and still used (the
+    # process-wide Code-v0 sandbox's work folder: a later test's executions failed with FileNotFoundError)
+    monkeypatch.setattr(scratch, "_made", [])
     prefix = f"aworld-test-scratch-{os.getpid()}z-"
     d, f = scratch.make_dir(prefix), scratch.make_file(prefix, ".log")
     f.close()
@@ -74,5 +78,4 @@ def test_remove_own_removes_only_this_processes_names() -> None:
         scratch.remove_own()
         assert not d.exists() and not Path(f.name).exists() and other.is_dir()
     finally:
-        scratch._made.remove((other, prefix))
         other.rmdir()

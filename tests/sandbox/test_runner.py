@@ -43,3 +43,28 @@ def test_missing_workdir_is_a_clear_error(tmp_path):
     assert sb.run("print('a\\x00')", tmp_path).exit_code == 0
     assert "null bytes" in sb.run("x = 1\x00", tmp_path).stderr
     sb.close()
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_work_folder_removed_by_another_process_is_made_again(tmp_path, caplog, isolation):
+    """Something else removing the sandbox's work folder (a temp cleaner; under pytest -n 2 a test that ran
+    ``remove_own`` in the worker) made every later execution fail with FileNotFoundError, for the process's life."""
+    import shutil
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SandboxWarning)
+        sb = Sandbox(isolation=isolation)
+    try:
+        assert sb.run("print(1)", tmp_path).stdout.strip() == "1"
+        old = sb._scratch
+        shutil.rmtree(old)
+        with caplog.at_level("WARNING", logger="aworld_gym.base.scratch"):
+            r = sb.run("print(6 * 7)", tmp_path)
+        assert r.exit_code == 0 and r.stdout.strip() == "42", r.render()
+        assert "was removed by another process" in caplog.text and str(old) in caplog.text
+        assert sb._scratch != old and sb._scratch.is_dir() and not old.exists()
+        assert sb.run("print(2)", tmp_path).stdout.strip() == "2"  # once, not per execution
+        assert caplog.text.count("was removed") == 1
+    finally:
+        sb.close()
+    assert not sb._scratch.exists()

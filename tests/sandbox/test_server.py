@@ -65,6 +65,27 @@ def test_workspaces_evict_oldest_sessions(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_workspaces_whose_root_was_removed_make_it_again(tmp_path, caplog):
+    """A server's work root removed under it (a temp cleaner) failed every new session with FileNotFoundError."""
+    import shutil
+
+    mine = Workspaces()  # the server's own root, in the temp folder: a new one
+    chosen = Workspaces(tmp_path / "w")  # a root the caller chose: made again where it was
+    try:
+        for ws in (mine, chosen):
+            old = ws.root
+            ws.get("s1", 1)
+            shutil.rmtree(old)
+            with caplog.at_level("WARNING", logger="aworld_gym.base.scratch"):
+                path = ws.get("s2", 1)
+            assert path.is_dir() and path.parent == ws.root and str(old) in caplog.text
+            assert (ws.root == old) is (ws is chosen)
+    finally:
+        mine.close()
+        chosen.close()
+    assert not mine.root.exists() and not chosen.root.exists()
+
+
 def test_server_survives_200_executions_with_bounded_memory():
     """One stdio server process, 200 consecutive sandboxed executions; its RSS must stay flat."""
     before = child_pids()
