@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -85,19 +86,31 @@ def make_file(prefix: str, suffix: str = "") -> tempfile._TemporaryFileWrapper[b
 
 def make_child(root: Path, name: str, prefix: str | None) -> tuple[Path, Path]:
     """Make the folder ``root/name``; where ``root`` is gone (a temp cleaner, ``rm -rf /tmp/aworld-*`` during a long
-    run, another process's clean-up), first a new root, warned: :func:`make_dir` ``(prefix)``, or ``root`` itself
-    again where the caller chose it (``prefix=None``). Without this every later use fails with ``FileNotFoundError``
-    for the process's life. Returns ``(root, child)``: the caller keeps the root (under its own lock)."""
+    run, a clean-up gone wrong), first a new root, warned: :func:`make_dir` ``(prefix)``, or ``root`` itself again
+    where the caller chose it (``prefix=None``, :func:`remake`). Without this every later use fails with
+    ``FileNotFoundError`` for the process's life. Returns ``(root, child)``: the caller keeps the root (under its own
+    lock)."""
     try:
         (root / name).mkdir()
     except FileNotFoundError:
-        logger.warning("the work folder %s was removed by another process; using a new one", root)
-        if prefix is None:
-            root.mkdir(parents=True, exist_ok=True)
-        else:
-            root = make_dir(prefix)
+        logger.warning("the work folder %s was removed while in use; using a new one", root)
+        root = remake(root) if prefix is None else make_dir(prefix)
         (root / name).mkdir()
     return root, root / name
+
+
+def remake(path: Path) -> Path:
+    """Make a removed private folder again at the same path (0700). Something else may have made that path in the
+    meantime, in a shared temp folder perhaps on purpose: anything but a real folder of this user's is refused
+    (``OSError``), never followed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        st = path.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise OSError(f"{path} was made again by someone else (not a private folder of this user's)") from None
+    return path
 
 
 def remove_own() -> None:

@@ -113,6 +113,7 @@ class Sandbox:
             raise SandboxError("the warm path needs the bubblewrap sandbox (isolation='bwrap')")
         self._scratch = scratch.make_dir(SCRATCH_PREFIX)
         self._counter = 0
+        self._closed = False
         self._lock = threading.Lock()
         self.report = self._report()
         for problem in self.report["not_enforced"]:
@@ -186,6 +187,8 @@ class Sandbox:
     def _exec_dir(self) -> Path:
         """A new folder for one execution's files, in this sandbox's work folder (made again if removed)."""
         with self._lock:
+            if self._closed:  # a late caller (a daemon thread during exit) must not bring the folder back
+                raise SandboxError("the sandbox is closed")
             self._counter += 1
             self._scratch, exec_dir = scratch.make_child(self._scratch, f"e{self._counter}", SCRATCH_PREFIX)
         return exec_dir
@@ -296,9 +299,12 @@ class Sandbox:
         return outcome(proc.returncode, timed_out, duration, exec_dir, limits, bwrap=self.isolation == "bwrap")
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            folder = self._scratch
         if self._warm is not None:
             self._warm.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 WARM_CHOICES = ("auto", "on", "off")

@@ -25,6 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from aworld_gym.base import scratch
 from aworld_gym.base.version import __version__
+from aworld_gym.core.errors import SandboxError
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import exit_on_sigterm, serve
 from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable
@@ -67,10 +68,15 @@ class Workspaces:
         self._sessions: OrderedDict[str, tuple[int, Path]] = OrderedDict()
         self._lock = threading.Lock()
         self._n = 0
+        self._closed = False
 
     def get(self, session: str, episode: int) -> Path:
+        """The episode's folder. One removed while its episode runs is not replaced (its files are lost: the run
+        fails with a clear error); the next episode or session gets a new one, and a new root where that is gone."""
         stale: list[Path] = []
         with self._lock:
+            if self._closed:  # a late tool call (a worker thread during exit) must not bring the root back
+                raise SandboxError("the sandbox server is closed")
             current = self._sessions.get(session)
             if current is not None and current[0] == episode:
                 self._sessions.move_to_end(session)
@@ -90,6 +96,8 @@ class Workspaces:
         return len(self._sessions)
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from aworld_gym.base import scratch
 
 MAKE = (
@@ -79,3 +81,27 @@ def test_remove_own_removes_only_this_processes_names(monkeypatch) -> None:
         assert not d.exists() and not Path(f.name).exists() and other.is_dir()
     finally:
         other.rmdir()
+
+
+def test_remake_makes_a_removed_private_folder_and_refuses_a_planted_one(tmp_path) -> None:
+    """A folder removed under a live process is made again at its path only as a private folder of this user's:
+    something planted there in the meantime (a link to elsewhere, an open folder) is refused, never followed."""
+    path = tmp_path / "gone"
+    assert scratch.remake(path) == path and path.is_dir() and (path.stat().st_mode & 0o777) == 0o700
+    assert scratch.remake(path) == path  # already there and private: kept
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "planted"
+    link.symlink_to(target)
+    with pytest.raises(OSError, match="made again by someone else"):
+        scratch.remake(link)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(OSError, match="made again by someone else"):
+        scratch.remake(shared)
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(OSError, match="made again by someone else"):
+        scratch.remake(file)
+    assert not list(target.iterdir())

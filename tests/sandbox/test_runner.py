@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+from aworld_gym.core.errors import SandboxError
 from aworld_gym.sandbox.runner import Limits, Sandbox, SandboxWarning
 
 
@@ -61,10 +62,13 @@ def test_a_work_folder_removed_by_another_process_is_made_again(tmp_path, caplog
         with caplog.at_level("WARNING", logger="aworld_gym.base.scratch"):
             r = sb.run("print(6 * 7)", tmp_path)
         assert r.exit_code == 0 and r.stdout.strip() == "42", r.render()
-        assert "was removed by another process" in caplog.text and str(old) in caplog.text
+        assert "was removed while in use" in caplog.text and str(old) in caplog.text
         assert sb._scratch != old and sb._scratch.is_dir() and not old.exists()
         assert sb.run("print(2)", tmp_path).stdout.strip() == "2"  # once, not per execution
         assert caplog.text.count("was removed") == 1
     finally:
         sb.close()
+    assert not sb._scratch.exists()
+    with pytest.raises(SandboxError, match="closed"):  # after close: refused, not a new folder that nothing removes
+        sb.run("print(3)", tmp_path)
     assert not sb._scratch.exists()

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from aworld_gym.core.actions import ToolCall
+from aworld_gym.core.errors import SandboxError
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.sandbox.server import Workspaces, build_server
 from tests.helpers import child_pids, wait_until
@@ -80,10 +81,15 @@ def test_workspaces_whose_root_was_removed_make_it_again(tmp_path, caplog):
                 path = ws.get("s2", 1)
             assert path.is_dir() and path.parent == ws.root and str(old) in caplog.text
             assert (ws.root == old) is (ws is chosen)
+            assert not ws.get("s1", 1).exists()  # a running episode's folder is not replaced: its files are lost
+            assert ws.get("s1", 2).is_dir()  # its next episode gets one
     finally:
         mine.close()
         chosen.close()
     assert not mine.root.exists() and not chosen.root.exists()
+    with pytest.raises(SandboxError, match="closed"):  # a late call after close: refused, no root brought back
+        mine.get("s3", 1)
+    assert not mine.root.exists()
 
 
 def test_server_survives_200_executions_with_bounded_memory():

@@ -192,6 +192,7 @@ class PlaywrightServer(SharedServer):
         super().__init__("playwright-mcp", env=env, start_timeout=60.0)
 
     def command(self, port: int) -> list[str]:
+        scratch.remake(Path(self.socket_dir))  # if a temp cleaner removed it: same path (the env and markers name it)
         self.output_dir = str(scratch.make_dir("aworld-playwright-"))
         args = server_args(self.origin, self.settle_ms, self.output_dir, self.snapshot_mode)
         if self.proxy:  # Playwright also makes Chromium proxy loopback (its forced "<-loopback>" bypass rule)

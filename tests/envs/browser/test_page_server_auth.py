@@ -68,3 +68,23 @@ def test_playwright_mcp_listens_only_on_a_private_unix_socket(pages):
             assert p.returncode != 0 and "IN" not in p.stdout and "PermissionError" in p.stderr, p.stderr
     finally:
         browser.release()
+
+
+def test_a_removed_socket_folder_is_made_again_private_at_a_restart():
+    """The socket's folder removed under a live process (a temp cleaner) failed every later browser start: the
+    server listens there and Chromium keeps its profiles there (TMPDIR)."""
+    import os
+    import shutil
+    import stat
+
+    from aworld_gym.envs.browser.playwright import PlaywrightServer
+
+    server = PlaywrightServer(None, 300)  # not started: command() is what every (re)start runs first
+    try:
+        shutil.rmtree(server.socket_dir)
+        argv = server.command(9)
+        assert os.path.isdir(server.socket_dir) and stat.S_IMODE(os.lstat(server.socket_dir).st_mode) == 0o700
+        assert "--port" in argv and server.extra_env["AWORLD_GYM_LISTEN_SOCKET"].startswith(server.socket_dir + "/")
+    finally:
+        server.shutdown()
+    assert not os.path.exists(server.socket_dir)
