@@ -330,11 +330,15 @@ class BrowserEnv(MCPEnv):
         if server is not None:  # shared: restart the server if it died, then reap
             await asyncio.to_thread(self._check_resources)
             await asyncio.to_thread(server.reap_orphans)
+            server.keep()
 
     async def _open(self, task: Task, seed: int, fresh: bool = False) -> None:
         self.page_url = f"{self.pages}/{task.metadata['page']}"
         # A fresh browser context per episode: nothing (cookies, storage, history) carries over, and the
         # snapshot refs start again at e1, so a seeded reset gives the same observation. (A new session has one.)
+        server = self.local_server("browser")
+        if server is not None:  # shared: a browser that died since (and was relaunched) gets the keeper's context
+            server.keep(force=False)
         if not fresh:
             with contextlib.suppress(ServerError):
                 await self.hub.acall_internal("browser_close", {})

@@ -30,6 +30,7 @@ from typing import Any
 
 from aworld_gym.base import scratch
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.envs.browser.keeper import Keeper
 from aworld_gym.mcp.proctree import descendants, kill, stat
 from aworld_gym.mcp.shared import SharedServer, shared_instance
 
@@ -118,7 +119,8 @@ def processes_with(marker: bytes | None, folders: tuple[str, ...] = ()) -> dict[
             continue
         try:
             with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                hit = any(folder.encode() in f.read() for folder in folders)
+                cmdline = f.read()  # read once: a second f.read() gives b"" (the second folder never matched)
+            hit = any(folder.encode() in cmdline for folder in folders)
             if not hit and marker:
                 with open(f"/proc/{entry.name}/environ", "rb") as f:
                     hit = marker in f.read().split(b"\0")
@@ -186,6 +188,7 @@ class PlaywrightServer(SharedServer):
         self.reaped = 0  # processes reap_orphans and stops killed (a browser's leftovers)
         self._reaped_at = 0.0
         self._reap_lock = threading.Lock()
+        self.keeper: Keeper | None = None  # the idle session that keeps this start's Chromium up between episodes
         # TMPDIR: Playwright makes each browser's profile folder there, and every Chromium process names it
         env = {BROWSER_MARKER: self.marker, "AWORLD_GYM_PARENT_PID": str(os.getpid()), "TMPDIR": self.socket_dir,
                "PLAYWRIGHT_MCP_PING_TIMEOUT_MS": os.environ.get("PLAYWRIGHT_MCP_PING_TIMEOUT_MS", PING_TIMEOUT_MS)}  # fmt: skip
@@ -206,6 +209,8 @@ class PlaywrightServer(SharedServer):
         while time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
                 s.connect(self.socket)
+                self.keeper = Keeper(self.url_for(port), self.socket)
+                self.keeper.poke()
                 return True
             time.sleep(0.1)
         return False
@@ -235,7 +240,16 @@ class PlaywrightServer(SharedServer):
             self.reaped += killed
             return killed
 
+    def keep(self, force: bool = True) -> None:
+        """The keeper's context again if the browser it was on died (:meth:`Keeper.poke`)."""
+        keeper = self.keeper
+        if keeper is not None:
+            keeper.poke(force)
+
     def _stop(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
+            self.keeper = None
         super()._stop()  # the server's group, and what was below it while it ran
         with self._reap_lock:
             self.reaped += kill(self.marked_processes())  # what had left its tree (a killed browser's renderers)
