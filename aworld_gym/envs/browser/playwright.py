@@ -209,8 +209,7 @@ class PlaywrightServer(SharedServer):
         while time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
                 s.connect(self.socket)
-                self.keeper = Keeper(self.url_for(port), self.socket)
-                self.keeper.poke()
+                self.keeper = Keeper(self.url_for(port), self.socket)  # connects at the first env's poke
                 return True
             time.sleep(0.1)
         return False
