@@ -14,7 +14,7 @@ EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
 
 # `make test` runs the main suite on pytest-xdist, 2 workers (whole files per worker, files that conflict on one
 # worker, the slowest first: tests/parallel.py); `WORKERS=1 make test` runs it serially, `WORKERS=N` on N workers.
-# On a 2-core VM -n 2 took 20-22 minutes against 32 serially (green three times in a row once a test stopped removing the
+# On a 2-core VM -n 2 took 20-22 minutes against 32 serially, 16 after two CPU cuts (green every time once a test stopped removing the
 # worker's own temp folders); -n 4 there failed the warm sandbox escape suite, doc examples and a token-exact TRL test.
 WORKERS ?= 2
 XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder,)
