@@ -9,12 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 
 import aworld_gym  # noqa: F401
 from aworld_gym.envs.browser.faults import browser_processes
-from aworld_gym.envs.browser.keeper import EVERY_S
+from aworld_gym.envs.browser.keeper import EVERY_S, Keeper
 from aworld_gym.envs.browser.playwright import processes_with
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS
 from tests.envs.browser.test_browser import pytestmark as needs_browser
@@ -64,7 +65,9 @@ def test_processes_are_found_by_any_of_several_folders(tmp_path):
     procs = [
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(f / "profile")]) for f in folders
     ]
-    try:
+    try:  # a child shows its own command line only once it has exec'd: wait for that, then scan
+        assert wait_until(lambda: all(str(f).encode() in Path(f"/proc/{p.pid}/cmdline").read_bytes()
+                                      for p, f in zip(procs, folders, strict=True)), timeout=30)  # fmt: skip
         found = processes_with(None, tuple(f"{f}/" for f in folders))
         assert {p.pid for p in procs} <= set(found)
         assert set(processes_with(None, (f"{folders[1]}/",))) & {p.pid for p in procs} == {procs[1].pid}
@@ -72,3 +75,16 @@ def test_processes_are_found_by_any_of_several_folders(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_keeper_that_cannot_connect_fails_quietly_and_closes(tmp_path, caplog):
+    """The keeper is an optimisation: a server it cannot reach is a logged failure (a warning, once), never an
+    exception for the env that poked it, and close() returns at once and stops later pokes."""
+    keeper = Keeper("http://127.0.0.1:9/mcp", str(tmp_path / "no.sock"))
+    with caplog.at_level("WARNING", logger="aworld_gym.envs.browser.keeper"):
+        keeper.poke().result(60)  # returns normally: the failure stays inside the keeper
+        keeper.poke().result(60)
+    assert keeper.pokes == 0 and keeper.failures == 2
+    assert sum("browser keeper session failed" in r.getMessage() for r in caplog.records) == 1
+    keeper.close(timeout=5)
+    assert keeper.poke() is None  # closed: nothing more is sent
