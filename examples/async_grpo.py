@@ -25,14 +25,21 @@ from typing import Any
 
 
 def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, clip: float = 0.2) -> Any:
-    """The clipped policy-gradient loss of one group: advantage = reward minus the group mean (over the std)."""
+    """The clipped policy-gradient loss of one group: advantage = reward minus the group mean (over the std).
+
+    Void members (an infrastructure failure: loss weight 0) are left out of the mean and the loss: their reward 0
+    says nothing about the model. The log-ratio is clamped to +-20 before ``exp`` (as verl does): an overflowed
+    ratio gives a finite clipped loss but a NaN gradient, which would poison the weights and then the sampler."""
     import torch
 
-    rewards = [float(r["reward"]) for r in group]
+    live = [r for r in group if r.get("weight", 1.0) > 0]
+    if not live:
+        return None
+    rewards = [float(r["reward"]) for r in live]
     mean = statistics.fmean(rewards)
     std = statistics.pstdev(rewards) or 1.0
     terms = []
-    for record, reward in zip(group, rewards, strict=True):
+    for record, reward in zip(live, rewards, strict=True):
         adv = (reward - mean) / std
         for turn in record["turns"]:
             s = turn.get("sampled") or {}
@@ -42,7 +49,7 @@ def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, c
             seq = torch.tensor([prompt + ids])
             logits = learner(input_ids=seq).logits[0, len(prompt) - 1 : -1].float()
             new = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None])[:, 0]
-            ratio = torch.exp(new - torch.tensor(s["logprobs"]))
+            ratio = torch.exp((new - torch.tensor(s["logprobs"])).clamp(-20.0, 20.0))
             terms.append(-torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean())
     if not terms:
         return None
@@ -79,8 +86,11 @@ def run(
     sampler = HFPolicy(model=copy.deepcopy(learner), tokenizer=tok, max_new_tokens=40, temperature=1.0)
     opt = torch.optim.AdamW(learner.parameters(), lr=lr)
     env_kwargs = tool_choice_env_kwargs(ops=("add", "multiply"), pairs=((3, 4), (2, 5)))
-    version, losses, staleness, groups, dropped, rewards = 0, [], [], [], 0, []
-    episodes = group_size * steps * 4  # more than enough: the stream is closed once the steps are done
+    version, losses, staleness, groups, dropped, rewards, nonfinite, void = 0, [], [], [], 0, [], 0, 0
+    # A safety bound, not a budget: the stream is closed once the steps are done. How many groups that takes depends
+    # on timing (a group that arrives too stale is dropped; one whose rewards are all equal gives no loss), so the
+    # bound is generous: 4 groups per step ran out on a loaded machine (13 of 16 groups dropped or without a loss).
+    episodes = group_size * steps * 25
     t0 = time.perf_counter()
     with stream_groups("AWorld/MCP-v0", sampler, episodes=episodes, group_size=group_size, env_kwargs=env_kwargs,
                        engine=AsyncEngine(concurrency), task_order="sample", seed=seed) as it:  # fmt: skip
@@ -89,7 +99,9 @@ def run(
             age = version - min(versions) if versions else 0
             staleness.append(age)
             groups.append([r["task_id"] for r in group])
-            rewards.append(statistics.fmean(float(r["reward"]) for r in group))
+            live = [float(r["reward"]) for r in group if r.get("weight", 1.0) > 0]
+            void += len(group) - len(live)
+            rewards.append(statistics.fmean(live) if live else float("nan"))
             weight = 1.0
             if age > max_staleness:
                 if stale == "drop":
@@ -102,6 +114,11 @@ def run(
                 continue
             opt.zero_grad()
             loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(learner.parameters(), 1.0)
+            if not torch.isfinite(loss) or not torch.isfinite(norm):  # never step on NaN: skip the group, say so
+                nonfinite += 1
+                log(json.dumps({"skipped": "non-finite loss or gradient", "staleness": age}))
+                continue
             opt.step()
             version += 1
             losses.append(loss.item())
@@ -113,7 +130,8 @@ def run(
                 break
     moved = sum(not torch.equal(start[k], v) for k, v in learner.state_dict().items())
     return {"losses": losses, "staleness": staleness, "groups": groups, "dropped": dropped, "rewards": rewards,
-            "weights_changed": moved, "steps": version, "wall_s": time.perf_counter() - t0}  # fmt: skip
+            "nonfinite": nonfinite, "void": void, "weights_changed": moved, "steps": version,
+            "wall_s": time.perf_counter() - t0}  # fmt: skip
 
 
 def _warm_tiny_qwen3(folder: Path) -> Path:
@@ -151,7 +169,7 @@ def main() -> None:
     args = ap.parse_args()
     out = run(args.steps, args.group_size, args.concurrency, args.max_staleness, args.stale, args.sync_every,
               model_dir=args.model)  # fmt: skip
-    print(json.dumps({k: out[k] for k in ("steps", "dropped", "weights_changed", "wall_s")}))
+    print(json.dumps({k: out[k] for k in ("steps", "dropped", "void", "nonfinite", "weights_changed", "wall_s")}))
     print(f"staleness seen: {dict(sorted(__import__('collections').Counter(out['staleness']).items()))}")
 
 
