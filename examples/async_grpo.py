@@ -28,7 +28,8 @@ def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, c
     """The clipped policy-gradient loss of one group: advantage = reward minus the group mean (over the std).
 
     Void members (an infrastructure failure: loss weight 0) are left out of the mean and the loss: their reward 0
-    says nothing about the model. The log-ratio is clamped to +-20 before ``exp`` (as verl does): an overflowed
+    says nothing about the model. A reply cut at ``max_new_tokens`` (kept as ``cut_sampled``) is trained on like a
+    turn: without it, a sampler that only ever rambled past its token limit would give no loss, hence no step. The log-ratio is clamped to +-20 before ``exp`` (as verl does): an overflowed
     ratio gives a finite clipped loss but a NaN gradient, which would poison the weights and then the sampler."""
     import torch
 
@@ -41,7 +42,8 @@ def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, c
     terms = []
     for record, reward in zip(live, rewards, strict=True):
         adv = (reward - mean) / std
-        for turn in record["turns"]:
+        cut = [{"sampled": record["cut_sampled"]}] if record.get("cut_sampled") else []  # a reply cut at max tokens
+        for turn in [*record["turns"], *cut]:
             s = turn.get("sampled") or {}
             if not s.get("token_ids") or not s.get("prompt_ids"):
                 continue

@@ -162,6 +162,7 @@ async def _drive(
                 break
             if isinstance(action, Action) and action.sample is not None and action.sample.finish_reason == "length":
                 traj.extra["cut_reply"] = action_text(action)[-2000:]
+                traj.extra["cut_sampled"] = action.sample.to_dict()  # its tokens stay trainable (a policy face)
                 traj.end(Termination.LENGTH)  # the reply was cut off: not stepped (it would only be a parse error)
                 break
             out = await face.step(action)

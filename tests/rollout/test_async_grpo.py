@@ -61,6 +61,15 @@ def test_group_loss_leaves_void_members_out_and_keeps_gradients_finite(example):
         counted = module.group_loss(learner, [*live, record(0.0, [-1.0, -1.0])])
     assert torch.allclose(alone, with_void) and not torch.allclose(alone, counted)
     assert module.group_loss(learner, [record(0.0, [-1.0], weight=0.0)]) is None
+    # a reply cut at max tokens (no turn, its sample kept as cut_sampled) is trained on: pushed down here
+    cut = {
+        "reward": 0.0,
+        "turns": [],
+        "cut_sampled": {"prompt_ids": [5, 6, 7], "token_ids": [8, 9], "logprobs": [-1.0, -1.0]},
+    }
+    with torch.no_grad():
+        assert module.group_loss(learner, [cut, {**cut, "cut_sampled": None}]) is not None
+        assert module.group_loss(learner, [{**cut, "cut_sampled": None}] * 2) is None
     # a sampler logprob far below the learner's (a ratio past float32's exp range) with a positive advantage:
     # the clipped loss is finite either way, the gradient only because the log-ratio is clamped
     loss = module.group_loss(learner, [record(1.0, [-200.0, -200.0]), record(0.0, [-1.0, -1.0])])
