@@ -16,6 +16,7 @@ EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
 # worker, the slowest first: tests/parallel.py); `WORKERS=1 make test` runs it serially, `WORKERS=N` on N workers.
 # On a 2-core VM -n 2 took 20-22 minutes against 32 serially, 16 after two CPU cuts (green every time once a test stopped removing the
 # worker's own temp folders); -n 4 there failed the warm sandbox escape suite, doc examples and a token-exact TRL test.
+# Each worker gets cores // workers torch threads (tests/conftest.py): two per worker spun at OpenMP barriers.
 WORKERS ?= 2
 XDIST := $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder,)
 # `make test-fast`: the inner loop, unit and core tests (no browser, Ray, training or sandbox escapes).
