@@ -24,16 +24,29 @@ from pathlib import Path
 from typing import Any
 
 
-def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, clip: float = 0.2) -> Any:
+def live_members(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The members a learner trains on: not void (an infrastructure failure has loss weight 0, and its reward 0 says
+    nothing about the model)."""
+    return [r for r in group if r.get("weight", 1.0) > 0]
+
+
+def samples_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's sampled turns, and the reply cut at ``max_new_tokens`` (``cut_sampled``: never stepped, so not a
+    turn) as one more: it is trained on with the episode's reward like the others."""
+    samples = [t["sampled"] for t in record["turns"] if t.get("sampled")]
+    return samples + ([record["cut_sampled"]] if record.get("cut_sampled") else [])
+
+
+def group_loss(learner: Any, group: list[dict[str, Any]], clip: float = 0.2) -> Any:
     """The clipped policy-gradient loss of one group: advantage = reward minus the group mean (over the std).
 
-    Void members (an infrastructure failure: loss weight 0) are left out of the mean and the loss: their reward 0
-    says nothing about the model. A reply cut at ``max_new_tokens`` (kept as ``cut_sampled``) is trained on like a
-    turn: without it, a sampler that only ever rambled past its token limit would give no loss, hence no step. The log-ratio is clamped to +-20 before ``exp`` (as verl does): an overflowed
-    ratio gives a finite clipped loss but a NaN gradient, which would poison the weights and then the sampler."""
+    Void members are left out of the mean and the loss (:func:`live_members`). The log-ratio is clamped to +-20
+    before ``exp`` (as verl does): an overflowed ratio gives a finite clipped loss but a NaN gradient, which would
+    poison the weights and then the sampler. A group whose rewards are all equal gives a loss of 0 (no signal; the
+    step is still taken, as TRL's GRPO does). ``None``: nothing to train on (no live member with a sample)."""
     import torch
 
-    live = [r for r in group if r.get("weight", 1.0) > 0]
+    live = live_members(group)
     if not live:
         return None
     rewards = [float(r["reward"]) for r in live]
@@ -42,9 +55,7 @@ def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, c
     terms = []
     for record, reward in zip(live, rewards, strict=True):
         adv = (reward - mean) / std
-        cut = [{"sampled": record["cut_sampled"]}] if record.get("cut_sampled") else []  # a reply cut at max tokens
-        for turn in [*record["turns"], *cut]:
-            s = turn.get("sampled") or {}
+        for s in samples_of(record):
             if not s.get("token_ids") or not s.get("prompt_ids"):
                 continue
             prompt, ids = s["prompt_ids"], s["token_ids"]
@@ -55,7 +66,7 @@ def group_loss(learner: Any, group: list[dict[str, Any]], weight: float = 1.0, c
             terms.append(-torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean())
     if not terms:
         return None
-    return weight * torch.stack(terms).mean()
+    return torch.stack(terms).mean()
 
 
 def run(
@@ -90,20 +101,20 @@ def run(
     env_kwargs = tool_choice_env_kwargs(ops=("add", "multiply"), pairs=((3, 4), (2, 5)))
     version, losses, staleness, groups, dropped, rewards, nonfinite, void = 0, [], [], [], 0, [], 0, 0
     # A safety bound, not a budget: the stream is closed once the steps are done. How many groups that takes depends
-    # on timing (a group that arrives too stale is dropped; one whose rewards are all equal gives no loss), so the
-    # bound is generous: 4 groups per step ran out on a loaded machine (13 of 16 groups dropped or without a loss).
+    # on timing (a group that arrives too stale is dropped), so the bound is generous: 4 groups per step ran out
+    # once on a loaded machine (13 of 16 groups dropped or with nothing to train on).
     episodes = group_size * steps * 25
     t0 = time.perf_counter()
     with stream_groups("AWorld/MCP-v0", sampler, episodes=episodes, group_size=group_size, env_kwargs=env_kwargs,
                        engine=AsyncEngine(concurrency), task_order="sample", seed=seed) as it:  # fmt: skip
         for group in it:
-            versions = [t["sampled"]["model_version"] for r in group for t in r["turns"] if t.get("sampled")]
+            live = live_members(group)  # the staleness of what is trained on: live members' samples, cut replies too
+            versions = [s["model_version"] for r in live for s in samples_of(r) if s.get("model_version") is not None]
             age = version - min(versions) if versions else 0
             staleness.append(age)
             groups.append([r["task_id"] for r in group])
-            live = [float(r["reward"]) for r in group if r.get("weight", 1.0) > 0]
             void += len(group) - len(live)
-            rewards.append(statistics.fmean(live) if live else float("nan"))
+            rewards.append(statistics.fmean(float(r["reward"]) for r in live) if live else float("nan"))
             weight = 1.0
             if age > max_staleness:
                 if stale == "drop":
@@ -111,7 +122,7 @@ def run(
                     continue
                 weight = 0.5 ** (age - max_staleness)
             learner.train()
-            loss = group_loss(learner, group, weight)
+            loss = group_loss(learner, group)
             if loss is None:
                 continue
             opt.zero_grad()
@@ -121,6 +132,10 @@ def run(
                 nonfinite += 1
                 log(json.dumps({"skipped": "non-finite loss or gradient", "staleness": age}))
                 continue
+            for (
+                g
+            ) in opt.param_groups:  # down-weight by the step size: Adam undoes a scaled loss, clipping a scaled grad
+                g["lr"] = lr * weight
             opt.step()
             version += 1
             losses.append(loss.item())

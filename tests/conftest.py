@@ -10,10 +10,12 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # servers and examples a test starts inherit it). Two threads per worker on two cores spin at every OpenMP barrier
 # while the other worker holds a core: the tiny Qwen3 generated 40 tokens in 0.81 s instead of 0.31 s with one
 # thread (0.12 s on a quiet machine), and the TRL learning test took 809 s of a 35-minute `make test`.
+# A value already set wins (tests/test_workers.py checks both cases).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
-    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["AWORLD_GYM_TEST_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    os.environ["OMP_NUM_THREADS"] = os.environ["AWORLD_GYM_TEST_THREADS"]
+    os.environ.setdefault("MKL_NUM_THREADS", os.environ["AWORLD_GYM_TEST_THREADS"])
 
 from tests import parallel  # noqa: E402 - after the thread settings above
 from tests.helpers import http_demo_server  # noqa: E402

@@ -12,5 +12,6 @@ def test_each_xdist_worker_has_its_share_of_the_cores_for_torch():
     if workers < 2:
         pytest.skip("one test process: torch keeps its default")
     torch = pytest.importorskip("torch")
-    assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // workers)
-    assert os.environ["OMP_NUM_THREADS"] == str(torch.get_num_threads())  # what the servers a test starts inherit
+    assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])  # what the servers a test starts inherit
+    if "AWORLD_GYM_TEST_THREADS" in os.environ:  # set by tests/conftest.py (not by whoever ran pytest)
+        assert torch.get_num_threads() == max(1, len(os.sched_getaffinity(0)) // workers)

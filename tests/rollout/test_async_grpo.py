@@ -61,15 +61,19 @@ def test_group_loss_leaves_void_members_out_and_keeps_gradients_finite(example):
         counted = module.group_loss(learner, [*live, record(0.0, [-1.0, -1.0])])
     assert torch.allclose(alone, with_void) and not torch.allclose(alone, counted)
     assert module.group_loss(learner, [record(0.0, [-1.0], weight=0.0)]) is None
-    # a reply cut at max tokens (no turn, its sample kept as cut_sampled) is trained on: pushed down here
-    cut = {
-        "reward": 0.0,
-        "turns": [],
-        "cut_sampled": {"prompt_ids": [5, 6, 7], "token_ids": [8, 9], "logprobs": [-1.0, -1.0]},
-    }
-    with torch.no_grad():
-        assert module.group_loss(learner, [cut, {**cut, "cut_sampled": None}]) is not None
-        assert module.group_loss(learner, [{**cut, "cut_sampled": None}] * 2) is None
+    # a reply cut at max tokens (no turn, its sample kept as cut_sampled) is trained on: below its group's mean
+    # reward, the loss's descent direction makes its tokens less likely (first order: grad(loss) . grad(logprob) > 0)
+    solved = {"reward": 1.0, "turns": []}  # the group's other member: a reward, no sample
+    params = [p for p in learner.parameters() if p.requires_grad]
+    logits = learner(input_ids=torch.tensor([[5, 6, 7, 8, 9]])).logits[0, 2:4].float()
+    logprobs = torch.log_softmax(logits, -1).gather(-1, torch.tensor([[8], [9]]))[:, 0]
+    grad_logprob = torch.autograd.grad(logprobs.sum(), params, allow_unused=True)
+    sampled = {"prompt_ids": [5, 6, 7], "token_ids": [8, 9], "logprobs": logprobs.tolist()}  # ratio 1: not clipped
+    cut = {"reward": 0.0, "turns": [], "cut_sampled": sampled}
+    grad_loss = torch.autograd.grad(module.group_loss(learner, [cut, solved]), params, allow_unused=True)
+    pairs = [(a, b) for a, b in zip(grad_loss, grad_logprob, strict=True) if a is not None and b is not None]
+    assert sum((a * b).sum() for a, b in pairs) > 0
+    assert module.group_loss(learner, [{**cut, "cut_sampled": None}, solved]) is None  # without it: nothing to train
     # a sampler logprob far below the learner's (a ratio past float32's exp range) with a positive advantage:
     # the clipped loss is finite either way, the gradient only because the log-ratio is clamped
     loss = module.group_loss(learner, [record(1.0, [-200.0, -200.0]), record(0.0, [-1.0, -1.0])])
