@@ -132,9 +132,8 @@ def run(
                 nonfinite += 1
                 log(json.dumps({"skipped": "non-finite loss or gradient", "staleness": age}))
                 continue
-            for (
-                g
-            ) in opt.param_groups:  # down-weight by the step size: Adam undoes a scaled loss, clipping a scaled grad
+            # down-weight a stale group by the step size: Adam undoes a scaled loss, and clipping a scaled gradient
+            for g in opt.param_groups:
                 g["lr"] = lr * weight
             opt.step()
             version += 1
