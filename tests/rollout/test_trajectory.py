@@ -141,7 +141,7 @@ def test_a_reply_cut_off_by_max_tokens_is_its_own_ending_not_a_parse_error():
         env.close()
     assert traj.termination == "length" and traj.status == "failed" and traj.num_turns == 0
     assert traj.extra["cut_reply"].startswith("<tool_call>")
-    # the cut reply's sample is kept (not a turn: never stepped), so a learner can still push it down
+    # the cut reply's sample is kept (not a turn: never stepped), so a learner can train on it
     assert traj.extra["cut_sampled"]["token_ids"] == [1, 2] and traj.to_record()["cut_sampled"]["token_ids"] == [1, 2]
 
 
