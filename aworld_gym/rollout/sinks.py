@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from aworld_gym.core.trajectory import status_of
+
 Key = tuple[str, int]
 
 
@@ -76,10 +78,19 @@ def _drop_partial_last_line(path: Path) -> None:
         path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
-# Scalar columns of a Parquet row; nested parts (turns, components, timings) are JSON text columns.
-_SCALARS = ("episode_id", "env_id", "task_id", "seed", "sample", "policy", "started_at", "num_turns", "reward",
-            "score", "answer", "terminated", "truncated", "termination", "error", "prompt")  # fmt: skip
-_NESTED = ("turns", "reward_components", "timings", "metrics", "reward_errors", "task_meta")
+# The columns of a Parquet row: every key of a record (``Trajectory.to_record``) has its own column, the nested
+# ones (turns, components, timings, token data) as JSON text, and whatever else a record holds (the driver's
+# ``cut_sampled``, a user's ``extra``) goes into one JSON text column, ``_EXTRA``, that reading expands back.
+_SCALARS = ("episode_id", "env_id", "task_id", "seed", "sample", "group", "policy", "started_at", "num_turns",
+            "reward", "score", "answer", "terminated", "truncated", "termination", "status", "weight", "error",
+            "prompt", "screenshot", "group_complete")  # fmt: skip
+_NESTED = ("turns", "reward_components", "timings", "metrics", "reward_errors", "task_meta", "tokens",
+           "group_reward_components")  # fmt: skip
+_EXTRA = "extra_json"
+_TEXT = ("task_id", "group", "answer", "error", "prompt", "screenshot", "status", "termination")
+# Keys a record has only sometimes (``to_record`` leaves them out): a null in their column reads back as no key.
+_OPTIONAL = ("prompt", "screenshot", "tokens", "group_complete", "group_reward_components")
+_COLUMNS = (*_SCALARS, *_NESTED, _EXTRA)
 
 
 class ParquetSink:
@@ -127,7 +138,7 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self._journal.close()
-        rows = list(self._old)
+        rows = [_flatten(row) for row in self._old]  # an older file's rows get the columns it lacks
         if self.journal_path.exists():
             for line in self.journal_path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -148,15 +159,44 @@ class ParquetSink:
 
 
 def _flatten(record: dict[str, Any]) -> dict[str, Any]:
-    """A Parquet row: scalar fields as they are, nested ones (turns, components, timings) as JSON text."""
-    if isinstance(record.get("turns"), str):  # already flat (read back from Parquet, maybe an older file)
-        return {**dict.fromkeys((*_SCALARS, *_NESTED)), **record}
+    """A Parquet row with exactly the columns ``_COLUMNS`` (``Table.from_pylist`` takes its columns from the first
+    row): scalar fields as they are, nested ones as JSON text, the keys no column names as JSON text in ``_EXTRA``.
+    A row read back from a Parquet file (nested fields already text, maybe an older file without some columns) is
+    filled out with nulls."""
+    if isinstance(record.get("turns"), str):  # already flat: read back from a Parquet file
+        row = {k: record.get(k) for k in _COLUMNS}
+        rest = {k: v for k, v in record.items() if k not in _COLUMNS}
+        if rest:  # a column this version does not know (a newer writer's): kept, not dropped
+            row[_EXTRA] = json.dumps({**json.loads(row[_EXTRA] or "{}"), **rest}, ensure_ascii=False, default=str)
+        return row
     row = {k: record.get(k) for k in _SCALARS}
-    for k in ("task_id", "answer", "error", "prompt"):
+    for k in _TEXT:
         row[k] = None if row[k] is None else str(row[k])
-    row["score"] = None if row["score"] is None else float(row["score"])
+    for k in ("score", "weight", "reward", "started_at"):
+        row[k] = None if row[k] is None else float(row[k])
     for k in _NESTED:
-        row[k] = json.dumps(record.get(k), ensure_ascii=False, default=str)
+        row[k] = None if k in _OPTIONAL and k not in record else json.dumps(record.get(k), ensure_ascii=False,
+                                                                             default=str)  # fmt: skip
+    rest = {k: v for k, v in record.items() if k not in _COLUMNS}
+    row[_EXTRA] = json.dumps(rest, ensure_ascii=False, default=str) if rest else None
+    return row
+
+
+def _unflatten(row: dict[str, Any]) -> dict[str, Any]:
+    """A record again from a Parquet row: JSON text parsed, ``_EXTRA`` spread out, an optional key that was absent
+    left out. A file written before a column existed: ``status`` is derived from the ending (as ``to_record`` does);
+    ``weight`` cannot be, and is left out (``record.get("weight", 1.0)`` reads it as unmasked)."""
+    for k in _NESTED:
+        if isinstance(row.get(k), str):
+            row[k] = json.loads(row[k])
+    extra = row.pop(_EXTRA, None)
+    for k in (*_OPTIONAL, "weight"):
+        if k in row and row[k] is None:
+            del row[k]
+    if row.get("status") is None and "turns" in row:
+        row["status"] = status_of(row.get("termination"), row.get("score"), bool(row.get("terminated")))
+    if extra:
+        row.update(json.loads(extra))
     return row
 
 
@@ -188,10 +228,7 @@ def iter_records(path: str | Path, batch_rows: int = 512) -> Iterator[dict[str, 
 
         for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
             for row in batch.to_pylist():
-                for k in _NESTED:
-                    if isinstance(row.get(k), str):
-                        row[k] = json.loads(row[k])
-                yield row
+                yield _unflatten(row)
         return
     if suffix not in (".jsonl", ".json"):
         raise ValueError(f"a trajectory file ends in .jsonl or .parquet, got {str(path)!r}")

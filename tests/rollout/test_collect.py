@@ -8,9 +8,10 @@ import time
 import pytest
 
 from aworld_gym.base.errors import last_line
+from aworld_gym.core.trajectory import TokenData, Trajectory
 from aworld_gym.rollout.collect import collect, error_of, plan_jobs
 from aworld_gym.rollout.plan import PlanPolicy
-from aworld_gym.rollout.sinks import JSONLSink, ParquetSink, open_sink
+from aworld_gym.rollout.sinks import JSONLSink, ParquetSink, iter_records, open_sink
 from tests.helpers import demo_env_kwargs
 
 ENV = "AWorld/MCP-v0"
@@ -103,6 +104,56 @@ def test_parquet_journal_survives_a_crash(tmp_path):
     assert sorted((r["task_id"], r["sample"]) for r in table) == [("a", 0), ("b", 0)]
     assert json.loads(next(r for r in table if r["task_id"] == "a")["turns"]) == [{"action": "x"}]
     assert not sink.journal_path.exists()
+
+
+def _full_record(**over):
+    """A record with every kind of key ``to_record`` writes: token data, a loss weight of 0, a group, a screenshot,
+    group hook fields and a key of the driver's (``cut_sampled``) that no column names."""
+    traj = Trajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 2}, prompt="p", seed=3, sample=1, group="g0")
+    traj.turns.append({"turn": 1, "action": "a", "reward": 0.0, "tool_calls": [{"name": "add", "arguments": {}}]})
+    traj.ledger.add({"task": 0.0})
+    traj.end("env_crash", error="Traceback: boom")
+    traj.tokens = TokenData([1, 2], [3, 4, 5], [-0.1, -0.2, 0.0], [1, 1, 0], model_turns=1, env_turns=1)
+    traj.weight, traj.screenshot, traj.group_complete = 0.0, "shots/1.png", True
+    traj.group_reward_components = {"rank": 0.5}
+    traj.extra["cut_sampled"] = {"completion_ids": [7, 8], "finish_reason": "length"}
+    return {**traj.to_record(), **over}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_every_key_of_a_record_reads_back_from_either_format(tmp_path, suffix):
+    full = _full_record()
+    bare = Trajectory("AWorld/MCP-v0", task_id="u", sample=0).to_record()  # no tokens, prompt, screenshot, extra
+    out = tmp_path / f"all{suffix}"
+    sink = open_sink(out)
+    sink.write(bare)  # first: Parquet's columns must not come from the first row only
+    sink.write(full)
+    sink.close()
+    back = {r["task_id"]: r for r in iter_records(out)}
+    assert back == {"t": json.loads(json.dumps(full)), "u": json.loads(json.dumps(bare))}
+    assert back["t"]["weight"] == 0.0 and back["t"]["status"] == "void" and back["t"]["tokens"]["mask"] == [1, 1, 0]
+    assert Trajectory.from_record(back["t"]).to_record() == back["t"]
+
+
+def test_a_parquet_file_from_before_the_new_columns_still_reads_and_resumes(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old_columns = ("episode_id", "env_id", "task_id", "seed", "sample", "policy", "started_at", "num_turns",
+                   "reward", "score", "answer", "terminated", "truncated", "termination", "error", "prompt",
+                   "turns", "reward_components", "timings", "metrics", "reward_errors", "task_meta")  # fmt: skip
+    old = {k: None for k in old_columns} | {"task_id": "old", "sample": 0, "termination": "env_crash",
+                                                "terminated": False, "turns": "[]", "reward": 0.0}  # fmt: skip
+    out = tmp_path / "old.parquet"
+    pq.write_table(pa.Table.from_pylist([old]), out)
+    sink = open_sink(out, resume=True)
+    assert sink.done_keys() == {("old", 0)}
+    sink.write(_full_record())
+    sink.close()
+    back = {r["task_id"]: r for r in iter_records(out)}
+    assert back["old"]["status"] == "void"  # derived from the ending, as to_record does
+    assert "weight" not in back["old"] and "tokens" not in back["old"]  # not known then: not made up
+    assert back["t"]["weight"] == 0.0 and back["t"]["cut_sampled"]["finish_reason"] == "length"
 
 
 def test_jsonl_resume_drops_a_line_cut_by_a_crash(tmp_path):
