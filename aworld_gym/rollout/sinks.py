@@ -78,19 +78,41 @@ def _drop_partial_last_line(path: Path) -> None:
         path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
-# The columns of a Parquet row: every key of a record (``Trajectory.to_record``) has its own column, the nested
-# ones (turns, components, timings, token data) as JSON text, and whatever else a record holds (the driver's
-# ``cut_sampled``, a user's ``extra``) goes into one JSON text column, ``_EXTRA``, that reading expands back.
-_SCALARS = ("episode_id", "env_id", "task_id", "seed", "sample", "group", "policy", "started_at", "num_turns",
-            "reward", "score", "answer", "terminated", "truncated", "termination", "status", "weight", "error",
-            "prompt", "screenshot", "group_complete")  # fmt: skip
+# The columns of a Parquet row: every key of a record (``Trajectory.to_record``) has its own column of a fixed type,
+# the nested ones (turns, components, timings, token data) as JSON text, and whatever else a record holds (the
+# driver's ``cut_sampled``, a user's ``extra``) goes into one JSON text column, ``_EXTRA``, that reading expands
+# back; so does a value its column's type cannot hold (an ``answer`` of 42, a seed past int64). The types are fixed,
+# not inferred: a column null in a whole run would be typed ``null`` in that file, and ``datasets`` cannot read it
+# together with a file where it is not.
+_SCALARS = {"episode_id": "text", "env_id": "text", "task_id": "text", "seed": "int", "sample": "int",
+            "group": "text", "policy": "text", "started_at": "float", "num_turns": "int", "reward": "float",
+            "score": "float", "answer": "text", "terminated": "bool", "truncated": "bool", "termination": "text",
+            "status": "text", "weight": "float", "error": "text", "prompt": "text", "screenshot": "text",
+            "group_complete": "bool"}  # fmt: skip
 _NESTED = ("turns", "reward_components", "timings", "metrics", "reward_errors", "task_meta", "tokens",
            "group_reward_components")  # fmt: skip
 _EXTRA = "extra_json"
-_TEXT = ("task_id", "group", "answer", "error", "prompt", "screenshot", "status", "termination")
 # Keys a record has only sometimes (``to_record`` leaves them out): a null in their column reads back as no key.
 _OPTIONAL = ("prompt", "screenshot", "tokens", "group_complete", "group_reward_components")
 _COLUMNS = (*_SCALARS, *_NESTED, _EXTRA)
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == "text":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "int":
+        return isinstance(value, int) and -(2**63) <= value < 2**63
+    return isinstance(value, (int, float))
+
+
+def _schema(pa: Any) -> Any:
+    types = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+    return pa.schema([(k, types[kind]) for k, kind in _SCALARS.items()] + [(k, pa.string()) for k in
+                                                                            (*_NESTED, _EXTRA)])  # fmt: skip
 
 
 class ParquetSink:
@@ -149,9 +171,7 @@ class ParquetSink:
         for row in rows:  # a crash between writing the file and removing the journal leaves rows in both
             unique.setdefault(record_key(row), row)
         rows = list(unique.values())
-        table = (
-            self._pa.Table.from_pylist(rows) if rows else self._pa.table({"episode_id": self._pa.array([], "string")})
-        )
+        table = self._pa.Table.from_pylist(rows, schema=_schema(self._pa))
         tmp = self.path.with_name(self.path.name + ".tmp")
         pq.write_table(table, str(tmp))
         tmp.replace(self.path)
@@ -160,24 +180,25 @@ class ParquetSink:
 
 def _flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A Parquet row with exactly the columns ``_COLUMNS`` (``Table.from_pylist`` takes its columns from the first
-    row): scalar fields as they are, nested ones as JSON text, the keys no column names as JSON text in ``_EXTRA``.
-    A row read back from a Parquet file (nested fields already text, maybe an older file without some columns) is
-    filled out with nulls."""
-    if isinstance(record.get("turns"), str):  # already flat: read back from a Parquet file
-        row = {k: record.get(k) for k in _COLUMNS}
-        rest = {k: v for k, v in record.items() if k not in _COLUMNS}
-        if rest:  # a column this version does not know (a newer writer's): kept, not dropped
-            row[_EXTRA] = json.dumps({**json.loads(row[_EXTRA] or "{}"), **rest}, ensure_ascii=False, default=str)
-        return row
-    row = {k: record.get(k) for k in _SCALARS}
-    for k in _TEXT:
-        row[k] = None if row[k] is None else str(row[k])
-    for k in ("score", "weight", "reward", "started_at"):
-        row[k] = None if row[k] is None else float(row[k])
+    row): scalar fields that fit their column as they are, nested ones as JSON text, the rest as JSON text in
+    ``_EXTRA``. A row read back from a Parquet file (nested fields already text, maybe an older file without some
+    columns, or a newer one with columns this version does not know) is filled out with nulls, its unknown columns
+    kept in ``_EXTRA``."""
+    flat = isinstance(record.get("turns"), str)
+    rest: dict[str, Any] = json.loads(record.get(_EXTRA) or "{}") if flat else {}
+    row: dict[str, Any] = {}
+    for k, kind in _SCALARS.items():
+        value = record.get(k)
+        if value is not None and not _fits(kind, value):
+            rest[k], value = value, None
+        row[k] = float(value) if kind == "float" and value is not None else value
     for k in _NESTED:
-        row[k] = None if k in _OPTIONAL and k not in record else json.dumps(record.get(k), ensure_ascii=False,
-                                                                             default=str)  # fmt: skip
-    rest = {k: v for k, v in record.items() if k not in _COLUMNS}
+        value = record.get(k)
+        if flat and (value is None or isinstance(value, str)):
+            row[k] = value
+        else:
+            row[k] = None if k in _OPTIONAL and k not in record else json.dumps(value, ensure_ascii=False, default=str)
+    rest.update({k: v for k, v in record.items() if k not in _COLUMNS or (k == _EXTRA and not flat)})
     row[_EXTRA] = json.dumps(rest, ensure_ascii=False, default=str) if rest else None
     return row
 

@@ -135,6 +135,33 @@ def test_every_key_of_a_record_reads_back_from_either_format(tmp_path, suffix):
     assert Trajectory.from_record(back["t"]).to_record() == back["t"]
 
 
+def test_parquet_keeps_values_their_column_cannot_hold_and_a_key_named_like_its_extra_column(tmp_path):
+    odd = {"task_id": "x", "sample": 0, "turns": [], "answer": 42, "seed": 2**70, "score": True, "reward": 1,
+           "terminated": "yes", "extra_json": {"k": 1}, "cut_sampled": None}  # fmt: skip
+    sink = open_sink(tmp_path / "odd.parquet")
+    sink.write(odd)
+    sink.close()
+    (back,) = iter_records(tmp_path / "odd.parquet")
+    assert {k: back[k] for k in odd} == odd  # 42 is not "42", a seed past int64 does not fail the file
+
+
+def test_runs_read_together_with_datasets_whatever_their_null_columns(tmp_path):
+    """Column types are fixed: a column null in a whole run (no token data, no cut replies, no groups) is not typed
+    ``null`` in that file, which ``datasets`` could not read together with a file where it holds values."""
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+
+    files = []
+    for name, record in (("bare", Trajectory("AWorld/MCP-v0", task_id="u").to_record()), ("full", _full_record())):
+        sink = open_sink(tmp_path / f"{name}.parquet")
+        sink.write(record)
+        sink.close()
+        files.append(str(sink.path))
+    assert pq.read_schema(files[0]) == pq.read_schema(files[1])
+    ds = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert sorted(ds["task_id"]) == ["t", "u"] and sorted(ds["weight"]) == [0.0, 1.0]
+
+
 def test_a_parquet_file_from_before_the_new_columns_still_reads_and_resumes(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
