@@ -374,11 +374,15 @@ def test_environment_factory_trains(env_id, warm, tmp_path):
 CONTROL_STEPS = 8  # the lr=0 control: every weight is asserted unchanged, so more steps could not change its outcome
 
 
-def grpo_run(warm, tmp_path, lr: float, steps: int = 120) -> tuple[list[bool], list[bool], list[float]]:
-    """GRPO with the rollout function on the train split; 144 sampled held-out episodes before and after."""
+def grpo_run(warm, tmp_path, lr: float, steps: int = 120, before: list[bool] | None = None
+             ) -> tuple[list[bool], list[bool], list[float]]:  # fmt: skip
+    """GRPO with the rollout function on the train split; 144 sampled held-out episodes before and after.
+    ``before``: the "before" episodes of an earlier run from the same checkpoint (the same model and seed give the
+    same episodes, so they are not sampled twice)."""
     model, tok = load(warm)
     held = tool_choice_env_kwargs("heldout")
-    before = [solved(ep) for ep in sample_episodes(model, tok, held, episodes=144, seed=1)]
+    if before is None:
+        before = [solved(ep) for ep in sample_episodes(model, tok, held, episodes=144, seed=1)]
     kwargs = tool_choice_env_kwargs("train")
     rf = make_rollout_func("AWorld/MCP-v0", **kwargs)
     trainer = GRPOTrainer(
@@ -407,10 +411,11 @@ def test_grpo_learns_the_tool_choice_on_held_out_tasks(warm, tmp_path):
     episodes before and after, p <= 0.01 (a model that did not learn passes with probability at most 1%). The
     control, the same run with learning rate 0, must not pass it. The control runs 8 steps, not 120: it asserts
     that no weight moved, so its model after 8 steps is the one it would have after 120, bit for bit, and its
-    "after" episodes (sampled with a fixed seed) are the same (120 steps of it cost ~90 s on 2 cores)."""
+    "after" episodes (sampled with a fixed seed) are the same (120 steps of it cost ~90 s on 2 cores); its
+    "before" episodes are the learning run's (the same checkpoint sampled with the same seed)."""
     before, after, rewards = grpo_run(warm, tmp_path / "learn", lr=1e-3)
     passed, p = learning_criterion(before, after)
-    before0, after0, _ = grpo_run(warm, tmp_path / "control", lr=0.0, steps=CONTROL_STEPS)
+    before0, after0, _ = grpo_run(warm, tmp_path / "control", lr=0.0, steps=CONTROL_STEPS, before=before)
     control, p0 = learning_criterion(before0, after0)
     print(f"GRPO held-out success {sum(before)}/144 -> {sum(after)}/144 (p={p:.2g}); "
           f"control {sum(before0)}/144 -> {sum(after0)}/144 (p={p0:.2g}); rewards {[round(r, 2) for r in rewards]}")  # fmt: skip
