@@ -28,7 +28,15 @@ from aworld_gym.base.version import __version__
 from aworld_gym.core.errors import SandboxError
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import exit_on_sigterm, serve
-from aworld_gym.sandbox.runner import FILES_DIR, WARM_CHOICES, Limits, Sandbox, warm_setting, world_readable
+from aworld_gym.sandbox.runner import (
+    FILES_DIR,
+    WARM_CHOICES,
+    Limits,
+    Sandbox,
+    shared_sandbox,
+    warm_setting,
+    world_readable,
+)
 
 RUN_PYTHON_DOC = f"""Run Python 3 code in a fresh sandboxed process; returns the exit status, stdout and stderr.
 
@@ -101,6 +109,21 @@ class Workspaces:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+_shared_workspaces: Workspaces | None = None
+_shared_workspaces_lock = threading.Lock()
+
+
+def shared_workspaces() -> Workspaces:
+    """One process-wide :class:`Workspaces`, removed at exit: what the in-process servers of this process's envs
+    share (each env is a session of its own, so its folders stay apart), like the shared HTTP server's one."""
+    global _shared_workspaces
+    with _shared_workspaces_lock:
+        if _shared_workspaces is None:
+            _shared_workspaces = Workspaces()
+            atexit.register(_shared_workspaces.close)
+        return _shared_workspaces
+
+
 def _meta(ctx: Context, roots: tuple[Path, ...] = ()) -> tuple[str, int, list[str]]:
     meta: dict[str, Any] = dict(ctx.request_context.meta or {})
     files = meta.get(f"{META_PREFIX}files") or []
@@ -122,8 +145,10 @@ def build_server(
     name: str = "python",
     file_roots: tuple[str | Path, ...] = (),
 ) -> MCPServer:
-    """A Python-execution MCP server object (serve it in-process, or with ``run()``)."""
-    sandbox = Sandbox() if sandbox is None else sandbox
+    """A Python-execution MCP server object (serve it in-process, or with ``run()``). Without a ``sandbox`` it uses
+    the process's shared one (:func:`~aworld_gym.sandbox.runner.shared_sandbox`, closed at exit): a sandbox of its
+    own would start a warm zygote that nothing closes when the server object is dropped."""
+    sandbox = shared_sandbox() if sandbox is None else sandbox
     workspaces = Workspaces() if workspaces is None else workspaces  # not `or`: an empty Workspaces is falsy
     limiter = anyio.CapacityLimiter(max_concurrent or max(4, 2 * (os.cpu_count() or 1)))
     roots = tuple(Path(r).resolve() for r in file_roots)

@@ -69,15 +69,15 @@ def python_server_entry(
     if server == "shared":
         shared = shared_server(isolation, exec_timeout_s, memory_mb, file_roots, warm)
         return LocalServer(shared, headers={"Authorization": f"Bearer {shared.token}"}, share_session=True)
-    if server == "inprocess":
-        from aworld_gym.sandbox.runner import Limits, Sandbox, warm_setting
-        from aworld_gym.sandbox.server import build_server
+    if server == "inprocess":  # the process's shared sandbox and work folders: one zygote, removed at exit
+        from aworld_gym.sandbox.runner import Limits, shared_sandbox
+        from aworld_gym.sandbox.server import build_server, shared_workspaces
 
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
-        sandbox = Sandbox(limits, isolation=isolation, warm=warm_setting(warm))  # type: ignore[arg-type]
-        return build_server(sandbox, file_roots=file_roots)  # type: ignore[arg-type]
+        sandbox = shared_sandbox(limits, isolation, warm)  # type: ignore[arg-type]
+        return build_server(sandbox, shared_workspaces(), file_roots=file_roots)  # type: ignore[arg-type]
     if server.startswith(("http://", "https://")):
         return {"type": "streamable-http", "url": server, "share_session": True}
     raise ConfigError("server must be 'shared', 'inprocess' or the http(s) URL of a Python-execution server")

@@ -165,6 +165,43 @@ def test_many_envs_share_one_server_process(n_envs):
     assert wait_until(lambda: not (child_pids() - before), 20)
 
 
+INPROCESS_ENVS = """
+import gc, glob, json, os, tempfile
+import gymnasium as gym
+import psutil
+import aworld_gym
+call = '<tool_call>{"name": "run_python", "arguments": {"code": "open(\\'f\\', \\'w\\'); print(7 * 6)"}}</tool_call>'
+for i in range(4):
+    env = gym.make("AWorld/Code-v0", server="inprocess")
+    env.reset(seed=i)
+    assert "42" in env.step(call)[0]
+    env.close()
+    del env
+    gc.collect()
+    me = psutil.Process()
+    print(json.dumps({"pid": os.getpid(), "direct": len(me.children()),
+                      "children": [p.pid for p in me.children(recursive=True)],
+                      "folders": len(glob.glob(f"{tempfile.gettempdir()}/aworld-sandbox-*-{os.getpid()}-*"))}))
+"""
+
+
+def test_envs_with_an_inprocess_server_share_one_sandbox_and_leave_nothing_after_exit(tmp_path):
+    """``server="inprocess"``: every env's server object used to start a sandbox (a warm zygote and two temp
+    folders) of its own that nothing closed: 4 envs made one after another left 4 zygotes and 8 folders. Now they
+    share the process's sandbox and work folders, and the process leaves none of them when it exits."""
+    out = subprocess.run([sys.executable, "-c", INPROCESS_ENVS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 4
+    assert [r["direct"] for r in rows] == [1] * 4  # one sandbox (its zygote's bwrap), not one more per env
+    assert {len(r["children"]) for r in rows} == {len(rows[0]["children"])}
+    assert {r["folders"] for r in rows} == {rows[0]["folders"]} and rows[0]["folders"] <= 2
+    pid = rows[0]["pid"]
+    assert wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                                      for r in rows for p in r["children"]), 20)  # fmt: skip
+    assert list(Path(tempfile.gettempdir()).glob(f"aworld-sandbox-*-{pid}-*")) == []
+
+
 def test_a_killed_shared_server_is_restarted_at_the_same_url():
     import gymnasium as gym
 
