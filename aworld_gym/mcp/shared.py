@@ -88,13 +88,20 @@ class SharedServer:
             if self.refs == 0:
                 self._stop()
                 self.port = None  # nobody holds the URL: the next start may take any free port
+                self._idle()
+
+    def _idle(self) -> None:
+        """Stopped with nobody holding it: what it kept between starts goes too (its log file and descriptor; a
+        subclass's folders), made again at the next start. A process that makes and closes envs again and again,
+        each time on a new task site, kept one of each per cycle (the server is per site, the site's port new)."""
+        self._log.close()
+        Path(self._log.name).unlink(missing_ok=True)
 
     def shutdown(self) -> None:
         with self._lock:
             self.refs = 0
             self._stop()
-            self._log.close()
-            Path(self._log.name).unlink(missing_ok=True)
+            self._idle()
         with _registry_lock:
             _live.discard(self)
 
@@ -108,6 +115,8 @@ class SharedServer:
         if self.alive and self.url:
             return self.url
         self._stop()
+        if self._log.closed:  # idle since the last release
+            self._log = scratch.make_file(f"aworld-{self.name}-", ".log")
         last = ""
         # A restart keeps the port: every env's session points at this URL.
         ports = [self.port] * 5 if self.port else [free_port() for _ in range(3)]

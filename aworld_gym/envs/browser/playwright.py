@@ -256,9 +256,10 @@ class PlaywrightServer(SharedServer):
             shutil.rmtree(self.output_dir, ignore_errors=True)
             self.output_dir = None
 
-    def shutdown(self) -> None:
-        """Stop for good (at exit): the socket's folder goes too (a restart keeps it: sessions point at it)."""
-        super().shutdown()
+    def _idle(self) -> None:
+        """Nobody holds it (and at exit): the socket's folder goes too (a restart keeps it: sessions point at it;
+        the next start after this makes it again, :meth:`command`)."""
+        super()._idle()
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 

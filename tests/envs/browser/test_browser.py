@@ -352,3 +352,30 @@ def test_a_process_that_used_a_browser_leaves_no_folder_behind(browser):
     left = [p.name for p in tmp.iterdir() if p.name.startswith("aworld-playwright")]
     shutil.rmtree(tmp, ignore_errors=True)
     assert left == []
+
+
+def test_envs_made_and_closed_again_and_again_keep_nothing_between_them():
+    """Closing the last env stops the page server and the browser; the next env starts them again, the page server
+    on a new port, so a new browser server for that site. Each cycle used to keep the old servers' log files (and
+    their descriptors) and the browser's socket folder until exit; now nothing of them is kept while no env is
+    open, and the descriptors stay as many."""
+    script = (
+        "import gc, json, os, gymnasium as gym, aworld_gym\n"
+        "for i in range(3):\n"
+        "    env = gym.make('AWorld/Browser-v0', task='click-test')\n"
+        "    env.reset(seed=i)\n"
+        "    env.close()\n"
+        "    del env; gc.collect()\n"
+        "    print(json.dumps({'fds': len(os.listdir('/proc/self/fd')), 'left': sorted(n for n in\n"
+        "        os.listdir(os.environ['TMPDIR']) if n.startswith('aworld-'))}), flush=True)\n"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="awg"))
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["left"] for r in rows] == [[], [], []]
+    assert len({r["fds"] for r in rows}) == 1, rows
