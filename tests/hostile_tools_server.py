@@ -13,7 +13,8 @@ Every case lists ``ok(text)`` (echoes ``ok:<text>``) and ``add_tool()`` (adds ``
   item that is not an object) and ``silent`` (a valid tool that never answers);
 - ``bad_names``: names no OpenAI ``tools=`` API accepts (a space, a path, 300 characters, ``</tool_call>``, a NUL,
   the empty string) and two names that clean up to the same one;
-- ``duplicates``: ``dup`` listed twice with different descriptions.
+- ``duplicates``: ``dup`` listed twice with different descriptions;
+- ``deep_schema``: ``deep``, whose input schema nests 120 objects, and ``shallow`` (3 objects).
 
 Any other tool called answers ``called <repr of its name> with <JSON of its arguments>``, so a test sees which
 name the call reached. Over HTTP every POST is answered with ``application/json`` (``text/event-stream`` when a
@@ -38,6 +39,14 @@ def _tool(name: Any, schema: Any = None, description: str = "") -> dict[str, Any
 def _bloated() -> dict[str, Any]:
     props = {f"p{i}": {"type": "string", "description": "d" * 1_000} for i in range(100)}
     return {"type": "object", "properties": props}
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    """An object schema nesting ``depth`` objects (each one property ``a``)."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
 
 
 def _enormous() -> dict[str, Any]:
@@ -68,6 +77,7 @@ CASES: dict[str, list[Any]] = {
         _tool("a.b"),
     ],
     "duplicates": [_tool("dup", description="the first dup"), _tool("dup", description="the second dup")],
+    "deep_schema": [_tool("deep", _deep(120)), _tool("shallow", _deep(3))],
 }
 
 

@@ -41,10 +41,9 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCResponse,
     RequestId,
-    jsonrpc_message_adapter,
 )
 
-from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, too_large
+from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, parse_message, too_large
 from aworld_gym.mcp.replies import ReplyDrops, same_id
 
 logger = logging.getLogger(__name__)
@@ -177,7 +176,7 @@ class BoundedHTTPTransport(StreamableHTTPTransport):
         if sse.event != "message" or not sse.data:
             return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
         try:
-            message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+            message = parse_message(sse.data)
         except ValueError:  # the SDK's parse-error answer
             return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
         done = isinstance(message, JSONRPCResponse | JSONRPCError)
@@ -215,7 +214,7 @@ class BoundedHTTPTransport(StreamableHTTPTransport):
             await read_stream_writer.send(_error(request_id, PARSE_ERROR, f"could not read the server's reply: {exc}"))
             return
         try:
-            message = jsonrpc_message_adapter.validate_json(body, by_name=False)
+            message = parse_message(body)
         except ValueError as exc:
             logger.warning("MCP server at %s sent a JSON body that is not JSON-RPC (%d bytes): %.200r",
                            self.url, len(body), body)  # fmt: skip

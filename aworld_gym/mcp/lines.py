@@ -2,7 +2,10 @@
 
 - A message over ``max_bytes`` is not assembled at all: the rest of its line is skipped, and the request it answers
   (its id read from the line's first bytes) gets a JSON-RPC error saying how big it was.
-- A reply the parser rejects (nested too deep, invalid UTF-8, a null or list result, a JSON-RPC batch) answers its
+- A message nested deeper than the SDK's JSON parser goes (200 levels: a tool whose ``inputSchema`` nests 120 objects
+  in a ``tools/list`` reply) is parsed again by Python's (:func:`parse_message`), so that one deep tool costs only
+  that tool (the listing drops it), not the whole reply.
+- A reply the parser rejects (nested too deep for both, invalid UTF-8, a null or list result, a JSON-RPC batch) answers its
   request at once with an error saying why, instead of leaving the call to its timeout.
 - Log notifications (``notifications/message``) are dropped unparsed (the hub never shows server logs).
 - Lines that are not JSON-RPC are warned about a few times, then counted (:class:`Warnings`): a server printing
@@ -94,6 +97,60 @@ def unparsable(line: bytes, exc: Exception) -> tuple[list[SessionMessage], str]:
     return replies, why
 
 
+def parse_message(data: bytes | str) -> types.JSONRPCMessage:
+    """One JSON-RPC message, as the SDK parses it; one that only nests deeper than the SDK's parser goes (200
+    levels) is parsed by Python's and validated the same way. The second parse accepts nothing the first one refuses
+    for another reason: no ``NaN``/``Infinity``, no lone surrogate, nothing past Python's own recursion limit.
+
+    Raises:
+        ValueError: the message is not a JSON-RPC message (the SDK parser's error).
+    """
+    try:
+        return types.jsonrpc_message_adapter.validate_json(data, by_name=False)
+    except ValueError as exc:
+        if not _json_invalid(exc):
+            raise
+        try:
+            obj = json.loads(data, parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise exc from None
+        if _holds_surrogate(obj):
+            raise exc from None
+        return types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+
+
+def _json_invalid(exc: ValueError) -> bool:
+    """Whether a pydantic error is the JSON parser's (``json_invalid``), not the message model's."""
+    errors = getattr(exc, "errors", None)
+    try:
+        return callable(errors) and any(e.get("type") == "json_invalid" for e in errors())
+    except Exception:  # noqa: BLE001 - not a pydantic error
+        return False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _holds_surrogate(obj: Any) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate in any string or key (walked without recursion)."""
+    stack = [obj]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
 def _json_type(value: Any) -> str:
     return {type(None): "null", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
 
@@ -182,7 +239,7 @@ class LineReader:
     def parse(self, line: bytes) -> list[SessionMessage]:
         """One complete line as messages: itself, the errors answering an unparsable reply, or nothing."""
         try:
-            return [SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))]
+            return [SessionMessage(parse_message(line))]
         except ValueError as exc:
             replies, why = unparsable(line, exc)
             self.warnings.junk(line, why)

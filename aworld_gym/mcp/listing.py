@@ -6,6 +6,8 @@ negotiated protocol version, then:
 
 - a malformed tool (no ``inputSchema``, a name that is not a string, a schema that is not an object or whose
   ``properties``/``required`` are not an object / a list of strings) is dropped with a one-line warning;
+- a tool whose ``inputSchema`` nests deeper than :data:`MAX_SCHEMA_DEPTH` objects and arrays is dropped (no
+  arguments the hub sends nest that deep; 120 objects once failed the whole server's listing);
 - a name listed twice keeps its first definition (a warning says so);
 - a description loses its control characters (other than tab and newline); one longer than
   :data:`MAX_DESCRIPTION_CHARS` is cut, with a note saying so;
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_SCHEMA_CHARS = 16_000
+MAX_SCHEMA_DEPTH = 64  # JSON objects and arrays, the schema itself counting as 1 (an object property costs 2)
 MAX_PAGES = 100
 RELIST_TIMEOUT_S = 30.0
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -200,6 +203,9 @@ def _schema_problem(schema: Any) -> str | None:
     """What makes an input schema unreadable at its top level (newer protocol versions check less of it)."""
     if not isinstance(schema, dict):
         return f"inputSchema is {_kind(schema)}, not an object"
+    depth = nesting(schema, MAX_SCHEMA_DEPTH)
+    if depth > MAX_SCHEMA_DEPTH:
+        return f"inputSchema nests objects and arrays more than {MAX_SCHEMA_DEPTH} deep"
     props = schema.get("properties")
     if props is not None and (
         not isinstance(props, dict) or not all(isinstance(p, dict | bool) for p in props.values())
@@ -209,6 +215,23 @@ def _schema_problem(schema: Any) -> str | None:
     if required is not None and (not isinstance(required, list) or not all(isinstance(r, str) for r in required)):
         return "inputSchema.required is not a list of names"
     return None
+
+
+def nesting(value: Any, limit: int) -> int:
+    """How deep ``value`` nests dicts and lists (a scalar is 0), counted without recursion and only up to
+    ``limit + 1``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 def safe_names(names: Sequence[str]) -> dict[str, str]:

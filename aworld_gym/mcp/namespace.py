@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from aworld_gym.mcp.hub import ToolHub
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
+_VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # Keys of a schema's top level that say where the schema comes from, not what to send (Node servers add them).
 _SCHEMA_NOISE = ("$schema", "$id")
 logger = logging.getLogger(__name__)
@@ -130,6 +131,21 @@ def build_tools(
                 )
             tools[exposed] = RoutedTool(exposed, tool.name, conn, schema, (tool.description or "").strip())
     return tools
+
+
+def find_tool(tools: Mapping[str, RoutedTool], name: str) -> RoutedTool | list[str]:
+    """The tool a call named ``name`` goes to: the tool exposed under that name, or else the one tool exposed under a
+    clean name whose server declared ``name`` (a model that read the server's own name, e.g. ``../../etc/passwd``
+    exposed as ``etc_passwd``, reaches the same tool). When none does, the exposed names the call could have meant
+    (several tools declared ``name``) or an empty list.
+    """
+    tool = tools.get(name)
+    if tool is not None:
+        return tool
+    if _VALID_NAME.fullmatch(name):  # a valid name is exposed as itself, qualified or prefixed: no alias
+        return []
+    meant = [t for t in tools.values() if t.name == name]
+    return meant[0] if len(meant) == 1 else [t.exposed for t in meant]
 
 
 def rebuild_tools(hub: ToolHub) -> None:

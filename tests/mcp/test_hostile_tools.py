@@ -222,3 +222,52 @@ def test_list_changed_tells_the_model_and_the_next_episode(transport):
             assert '"name": "new_tool"' in info["system_prompt"]
         finally:
             env.close()
+
+
+def test_a_deeply_nested_schema_costs_only_its_tool(transport, warnings):
+    """An ``inputSchema`` nesting 120 objects made the SDK's JSON parser refuse the whole ``tools/list`` reply (over
+    200 levels): the server failed to start. Now that tool is left out with one warning line; the others work."""
+    with started("deep_schema", transport) as hub:
+        assert hub.tool_names == ["ok", "add_tool", "shallow"]
+        assert hub.call([ToolCall("ok", {"text": "d"})])[0].text == "ok:d"
+        res = hub.call([ToolCall("shallow", {"a": {"a": {"a": "x"}}})])[0]
+        assert (res.error, res.text) == (None, echo("shallow", {"a": {"a": {"a": "x"}}}))
+        assert hub.call([ToolCall("deep", {})])[0].error == "unknown_tool"
+    (line,) = [m for m in messages(warnings) if "'deep'" in m]
+    assert "dropped" in line and f"more than {listing.MAX_SCHEMA_DEPTH} deep" in line and "\n" not in line
+
+
+def test_a_deep_reply_is_still_refused_past_python_s_own_limit():
+    """Python's parser, the fallback for deep replies, is no way around the bounds: 100,000 levels, a lone surrogate
+    or NaN are refused as before (with the SDK parser's error)."""
+    from aworld_gym.mcp.lines import parse_message
+
+    head = b'{"jsonrpc": "2.0", "id": 1, "result": '
+    deep = head + b'{"a": ' * 300 + b"1" + b"}" * 300 + b"}"
+    assert parse_message(deep).result["a"]["a"]["a"]  # 300 levels: past the SDK's 200, parsed
+    for bad in (head + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                head + b'{"a": "\\ud800", "b": ' + b"[" * 300 + b"]" * 300 + b"}}",
+                head + b'{"a": NaN, "b": ' + b"[" * 300 + b"]" * 300 + b"}}"):  # fmt: skip
+        with pytest.raises(ValueError):
+            parse_message(bad)
+
+
+def test_the_server_s_own_name_of_a_renamed_tool_reaches_it(transport):
+    """``../../etc/passwd`` was listed as ``etc_passwd``; the model calling the name the server declared was told
+    "unknown tool". The declared name is an alias of the exposed one (only for names no tools= API accepts)."""
+    with started("bad_names", transport) as hub:
+        for original in ("../../etc/passwd", "read file", "</tool_call>", "a.b"):
+            res = hub.call([ToolCall(original, {})])[0]
+            assert (res.error, res.text) == (None, echo(original, {}))
+        assert hub.call([ToolCall("passwd", {})])[0].error == "unknown_tool"
+
+
+def test_the_declared_name_works_in_an_episode():
+    with server_config("bad_names", "stdio") as config:
+        env = gym.make(ENV, mcp_config=config, tasks=TASKS)
+        try:
+            env.reset(seed=0)
+            obs, _, _, _, info = env.step('<tool_call>{"name": "../../etc/passwd", "arguments": {}}</tool_call>')
+            assert info["tool_results"][0]["error"] is None and echo("../../etc/passwd", {}) in obs
+        finally:
+            env.close()
