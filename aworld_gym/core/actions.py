@@ -10,6 +10,11 @@ The canonical format is Qwen3/Hermes text::
 
 GAIA-style ``FINAL ANSWER: ...`` lines are accepted as answers too. Parsers never raise on model text:
 problems are reported in :attr:`ParsedAction.errors` so the env can tell the model what was wrong.
+
+Model text is hostile input (a server parses it on its event loop): every scan here is linear in the text (plain
+``str.find`` from a forward-moving position, and regexes without overlapping quantifiers that backtrack over the
+same characters), a reply's tool calls and each call's arguments are counted against a limit, and the errors are
+few and short (a name is cut, never the reply echoed back).
 """
 
 from __future__ import annotations
@@ -98,17 +103,83 @@ class Action:
         return self.text
 
 
+MAX_CALLS = 16
+"""The most tool calls run in one turn (the first ones; the rest are reported, not run)."""
+MAX_ARGUMENTS = 64
+"""The most arguments (top-level keys) one tool call may have; a call with more is reported, not run."""
+MAX_ERRORS = 5
+"""The most format errors reported for one turn; more are counted in one closing line."""
+_NAME_CHARS = 60  # a tool name shown in an error is cut to this many characters
+
+
 def parse_action(parser: ActionParser, action: Any) -> ParsedAction:
-    """Parse a string or an :class:`Action` (its own tool calls win over those in its text)."""
+    """Parse a string or an :class:`Action` (its own tool calls win over those in its text).
+
+    An action's own calls are held to the parser's ``max_calls`` and ``max_arguments`` (:data:`MAX_CALLS` and
+    :data:`MAX_ARGUMENTS` for a parser without them), as calls in the text are.
+    """
     if not isinstance(action, Action):
         return parser.parse(action)
     parsed = parser.parse(action.text)
     if action.tool_calls is not None:
         if parsed.answer is None:
-            parsed.tool_calls = list(action.tool_calls)
+            max_calls = getattr(parser, "max_calls", MAX_CALLS)
+            max_arguments = getattr(parser, "max_arguments", MAX_ARGUMENTS)
+            calls, errors = limit_calls(list(action.tool_calls), max_calls, max_arguments)
+            parsed.tool_calls = calls
+            # the same calls rendered into the text (as OpenAIPolicy does) were reported already, in the same words
+            parsed.errors += [e for e in errors if e not in parsed.errors]
         elif action.tool_calls and not parsed.errors:
             parsed.errors.append("a turn holds either tool calls or a final answer, not both; the answer was taken")
+    parsed.errors = bound_errors(parsed.errors)
     return parsed
+
+
+def limit_calls(calls: list[ToolCall], max_calls: int, max_arguments: int) -> tuple[list[ToolCall], list[str]]:
+    """The calls of one turn that run, and the errors for the rest.
+
+    The first ``max_calls`` calls run (as verl's ``max_parallel_calls`` does) and one error names the limit; a call
+    with more than ``max_arguments`` arguments does not run.
+    """
+    errors: list[str] = []
+    if len(calls) > max_calls:
+        errors.append(too_many_calls(len(calls), max_calls))
+        calls = calls[:max_calls]
+    kept = []
+    for i, call in enumerate(calls, 1):
+        if isinstance(call.arguments, dict) and len(call.arguments) > max_arguments:
+            errors.append(too_many_arguments(i, call.name, len(call.arguments), max_arguments))
+        else:
+            kept.append(call)
+    return kept, errors
+
+
+def too_many_calls(count: int, max_calls: int) -> str:
+    """The error for a turn with more tool calls than are run."""
+    return (
+        f"{count} tool calls in one reply; at most {max_calls} are run per turn (the first {max_calls} ran, "
+        f"the other {count - max_calls} did not)"
+    )
+
+
+def too_many_arguments(index: int, name: str, count: int, max_arguments: int) -> str:
+    """The error for a tool call with more arguments than a call may have (it does not run)."""
+    return (
+        f"tool call #{index} ({shown_name(name)}): {count} arguments; at most {max_arguments} are accepted per call, "
+        "so it did not run"
+    )
+
+
+def shown_name(name: str) -> str:
+    """A tool name as an error shows it: quoted, cut to a few dozen characters."""
+    return repr(name) if len(name) <= _NAME_CHARS else repr(name[:_NAME_CHARS]) + f"... ({len(name)} characters)"
+
+
+def bound_errors(errors: list[str]) -> list[str]:
+    """At most :data:`MAX_ERRORS` errors, and a line counting the rest (a reply never makes a long error)."""
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return [*errors[:MAX_ERRORS], f"and {len(errors) - MAX_ERRORS} more errors of the same kinds"]
 
 
 def action_text(action: Any) -> str:
@@ -123,19 +194,33 @@ class ActionParser(Protocol):
     def parse(self, text: str) -> ParsedAction: ...
 
 
-_THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _TOOL_OPEN, _TOOL_CLOSE = "<tool_call>", "</tool_call>"
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_FINAL_ANSWER_RE = re.compile(r"^[ \t*#>]*FINAL ANSWER\s*:\s*(.*?)\s*$", re.MULTILINE | re.IGNORECASE)
+_ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
+# A line opening with FINAL ANSWER: ``^`` holds only at line starts and the prefix class cannot cross a line, so each
+# line is tried once. The colon and the value are read by hand (a regex ``\s*(.*?)\s*$`` is quadratic in spaces).
+_FINAL_HEAD_RE = re.compile(r"^[ \t*#>]*FINAL ANSWER", re.MULTILINE | re.IGNORECASE)
+_SPACES_RE = re.compile(r"\s*")
 _CODE_FENCE_RE = re.compile(r"\A```[a-zA-Z0-9_+-]*\n(.*?)\n?```\Z", re.DOTALL)
 
 
 def strip_think(text: str) -> tuple[str, str | None]:
     """Remove ``<think>`` blocks (an unterminated one runs to the end); return (rest, thought)."""
     if "think>" not in text:
-        return text, None  # the common case, without the regex passes
-    thoughts = [m.group(1).strip() for m in _THINK_RE.finditer(text)]
-    rest = _THINK_RE.sub("", text)
+        return text, None  # the common case
+    thoughts: list[str] = []
+    kept: list[str] = []
+    pos = 0
+    while (start := text.find(_THINK_OPEN, pos)) >= 0:
+        kept.append(text[pos:start])
+        inner = start + len(_THINK_OPEN)
+        end = text.find(_THINK_CLOSE, inner)
+        if end < 0:
+            end = len(text)
+        thoughts.append(text[inner:end].strip())
+        pos = min(end + len(_THINK_CLOSE), len(text))
+    kept.append(text[pos:])
+    rest = "".join(kept)
     # A stray closing tag (Qwen3 chat templates may pre-open <think>) drops everything before it.
     if "</think>" in rest:
         before, _, rest = rest.rpartition("</think>")
@@ -153,34 +238,43 @@ class HermesParser:
     """Qwen3/Hermes ``<tool_call>`` JSON blocks, ``<answer>`` tags and ``FINAL ANSWER:`` lines.
 
     Args:
-        max_calls: calls beyond this number in one turn are dropped with an error.
+        max_calls: the most tool calls run in one turn: the first ``max_calls`` run, and one error tells the model
+            how many it sent and that the rest did not run.
+        max_arguments: the most arguments one call may have; a call with more does not run (an error says so).
         allow_final_answer_line: accept GAIA's ``FINAL ANSWER: ...`` line as an answer.
     """
 
-    def __init__(self, max_calls: int = 16, allow_final_answer_line: bool = True) -> None:
+    def __init__(
+        self, max_calls: int = MAX_CALLS, allow_final_answer_line: bool = True, max_arguments: int = MAX_ARGUMENTS
+    ) -> None:
         self.max_calls = max_calls
+        self.max_arguments = max_arguments
         self.allow_final_answer_line = allow_final_answer_line
 
     def parse(self, text: str) -> ParsedAction:
         if not isinstance(text, str):
-            return ParsedAction(text=repr(text), errors=[f"the action must be a string, got {type(text).__name__}"])
+            return ParsedAction(
+                text=repr(text)[:2000], errors=[f"the action must be a string, got {type(text).__name__}"]
+            )
         body, thought = strip_think(text)
         action = ParsedAction(text=text, thought=thought)
         body = self._parse_tool_calls(body, action)
         action.content = body.strip()
-        answers = _ANSWER_RE.findall(body) if "<answer>" in body else []
-        if answers:
-            action.answer = answers[0].strip()
-        elif "<answer>" in body:
+        start = body.find(_ANSWER_OPEN)
+        end = body.find(_ANSWER_CLOSE, start + len(_ANSWER_OPEN)) if start >= 0 else -1
+        if end >= 0:
+            action.answer = body[start + len(_ANSWER_OPEN) : end].strip()
+        elif start >= 0:
             action.errors.append("an <answer> tag was opened but never closed with </answer>")
         elif self.allow_final_answer_line and "final answer" in body.lower():
-            finals = _FINAL_ANSWER_RE.findall(body)
+            finals = _final_answers(body)
             if finals:
                 action.answer = finals[-1].strip().strip("*").strip()
         if action.answer is not None and action.tool_calls:
             # An answer ends the episode; calls made in the same turn would never be seen.
             action.errors.append("a turn holds either tool calls or a final answer, not both; the answer was taken")
             action.tool_calls = []
+        action.errors = bound_errors(action.errors)
         return action
 
     def _parse_tool_calls(self, body: str, action: ParsedAction) -> str:
@@ -196,34 +290,45 @@ class HermesParser:
             rest.append(body[pos:start])
             inner_start = start + len(_TOOL_OPEN)
             end = body.find(_TOOL_CLOSE, inner_start)
-            nested = body.find(_TOOL_OPEN, inner_start)
             if end < 0:
                 action.errors.append(f"tool call #{n + 1}: <tool_call> was opened but never closed with </tool_call>")
                 break
-            if 0 <= nested < end:
-                action.errors.append(f"tool call #{n + 1}: <tool_call> tags cannot be nested")
-                pos = end + len(_TOOL_CLOSE)
-                n += 1
-                continue
             n += 1
-            payload = body[inner_start:end]
             pos = end + len(_TOOL_CLOSE)
-            if len(action.tool_calls) >= self.max_calls:
-                action.errors.append(
-                    f"tool call #{n}: more than {self.max_calls} calls in one turn; extra calls dropped"
-                )
+            if n > self.max_calls:
+                continue  # counted, not read: one error below names the limit
+            if body.find(_TOOL_OPEN, inner_start, end) >= 0:  # searched up to ``end`` only: each character once
+                action.errors.append(f"tool call #{n}: <tool_call> tags cannot be nested")
                 continue
-            call, error = _decode_call(payload, index=n)
+            call, error = _decode_call(body[inner_start:end], index=n, max_arguments=self.max_arguments)
             if error:
                 action.errors.append(error)
             elif call is not None:
                 action.tool_calls.append(call)
-        if "</tool_call>" in "".join(rest):
+        if n > self.max_calls:
+            action.errors.append(too_many_calls(n, self.max_calls))
+        if any(_TOOL_CLOSE in part for part in rest):
             action.errors.append("a </tool_call> tag appeared without a matching <tool_call>")
         return "".join(rest)
 
 
-def _decode_call(payload: str, index: int) -> tuple[ToolCall | None, str | None]:
+def _final_answers(body: str) -> list[str]:
+    """The values of ``FINAL ANSWER: ...`` lines (the colon and the value may follow on later lines), in order."""
+    finals: list[str] = []
+    pos = 0
+    while (head := _FINAL_HEAD_RE.search(body, pos)) is not None:
+        colon = _SPACES_RE.match(body, head.end()).end()  # type: ignore[union-attr]  # \s* always matches
+        pos = head.end()
+        if colon >= len(body) or body[colon] != ":":
+            continue
+        value = _SPACES_RE.match(body, colon + 1).end()  # type: ignore[union-attr]
+        line_end = body.find("\n", value)
+        pos = len(body) if line_end < 0 else line_end
+        finals.append(body[value:pos].rstrip())
+    return finals
+
+
+def _decode_call(payload: str, index: int, max_arguments: int) -> tuple[ToolCall | None, str | None]:
     payload = strip_code_fence(payload.strip())
     if not payload:
         return None, f"tool call #{index}: the <tool_call> block is empty"
@@ -244,11 +349,15 @@ def _decode_call(payload: str, index: int) -> tuple[ToolCall | None, str | None]
         try:
             args = json.loads(args) if args.strip() else {}
         except (json.JSONDecodeError, RecursionError):
-            return None, f'tool call #{index} ({name}): "arguments" is a string that is not a JSON object'
+            return None, f'tool call #{index} ({shown_name(name)}): "arguments" is a string that is not a JSON object'
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        return None, f'tool call #{index} ({name}): "arguments" must be a JSON object, got {type(args).__name__}'
+        return None, (
+            f'tool call #{index} ({shown_name(name)}): "arguments" must be a JSON object, got {type(args).__name__}'
+        )
+    if len(args) > max_arguments:
+        return None, too_many_arguments(index, name, len(args), max_arguments)
     call_id = obj.get("id") if isinstance(obj.get("id"), str) else f"call_{index}"
     return ToolCall(name=name.strip(), arguments=args, id=call_id), None
 
