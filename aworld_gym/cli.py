@@ -76,8 +76,10 @@ def _report(args: argparse.Namespace) -> int:
     if comparison is not None:
         print("\n" + render_comparison(comparison))
     if args.json:
-        doc = {"runs": summaries, "comparison": comparison}
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        from aworld_gym.report.records import json_safe
+
+        doc = json_safe({"runs": summaries, "comparison": comparison})  # NaN/inf as text: the JSON stays valid
+        Path(args.json).write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
         print(f"\nwrote {args.json}")
     if args.html:
         from aworld_gym.report.html import build

@@ -257,12 +257,15 @@ class Trajectory:
         if self.group_complete is not None:
             rec["group_complete"] = self.group_complete
             rec["group_reward_components"] = dict(self.group_reward_components)
-        rec.update(self.extra)
+        for k, v in self.extra.items():  # extra keys never clobber a field's own
+            rec.setdefault(k, v)
         return rec
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> Trajectory:
-        """Read a record back (as written by :meth:`to_record`; keys it does not know go to ``extra``)."""
+        """Read a record back (as written by :meth:`to_record`). Any key is accepted: keys it does not know go to
+        ``extra``, as do keys named like the attributes a record never holds as such (``ledger``, ``extra``), so they
+        come back from :meth:`to_record` without replacing a field."""
         rec = dict(rec)
         ledger = RewardLedger(
             total=float(rec.pop("reward", 0.0) or 0.0),
@@ -271,9 +274,11 @@ class Trajectory:
             errors=dict(rec.pop("reward_errors", None) or {}),
         )
         tokens = rec.pop("tokens", None)
+        if tokens and not (isinstance(tokens, Mapping) and set(tokens) <= {f.name for f in fields(TokenData)}):
+            rec["tokens"], tokens = tokens, None  # not token data: kept as it was, in extra
         for derived in ("num_turns", "status"):
             rec.pop(derived, None)
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"ledger", "extra", "tokens"}
         kwargs = {k: v for k, v in rec.items() if k in known}
         extra = {k: v for k, v in rec.items() if k not in known}
         kwargs["turns"] = list(kwargs.get("turns") or [])

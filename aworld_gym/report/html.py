@@ -3,8 +3,15 @@ network, no CDN), the comparison of runs, GRPO groups, a filterable episode list
 
 The records are streamed. Every episode is listed; transcripts are embedded up to ``max_mb`` (long texts cut to
 ``text_chars``), then a uniform sample of them is kept (reservoir sampling) and the page says how many are
-embedded. Screenshots a run stored are embedded as PNG data up to ``max_image_mb``, then linked by path. The
-browser renders lazily: the list page by page, a transcript only when its episode is opened.
+embedded; a single transcript over the budget is cut (its last turns left out) and says so. Screenshots a run stored
+are embedded as image data up to ``max_image_mb``, then linked by path, and only from the run's own screenshots
+folder (:mod:`.shots`). The browser renders lazily: the list page by page, a transcript only when its episode is
+opened.
+
+Records are hostile input (:mod:`.records`): a malformed record is skipped and counted, NaN and infinities are
+written as text (the embedded JSON is valid JSON), and every text reaches the page as JSON inside a
+``<script type="application/json">`` element that it cannot end (``<`` written as ``\\u003c``), control characters
+and lone surrogates escaped; the viewer inserts every text with ``textContent``.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.base.errors import last_line
-from aworld_gym.base.images import data_url
+from aworld_gym.report.records import json_safe, printable
+from aworld_gym.report.shots import Images
 from aworld_gym.report.stats import RunStats, compare, task_field
 from aworld_gym.rollout.jobs import is_success
+from aworld_gym.rollout.screenshots import screenshots_folder
 from aworld_gym.rollout.sinks import iter_records
 
 HERE = Path(__file__).parent
@@ -32,26 +41,47 @@ def _cut(text: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not embedded]"
 
 
-class Images:
-    """Screenshots as data URIs up to a byte budget, then as paths."""
+def _dumps(value: Any) -> str:
+    """JSON text safe to embed in a ``<script>`` element (see :func:`_safe`); NaN and infinities as text."""
+    return _safe(json.dumps(json_safe(value), ensure_ascii=False, default=str, allow_nan=False))
 
-    def __init__(self, max_bytes: int) -> None:
-        self.left = max_bytes
-        self.linked = 0
 
-    def __call__(self, path: Any) -> str | None:
-        if not path:
-            return None
-        p = Path(str(path))
-        try:
-            data = p.read_bytes()
-        except OSError:
-            return None
-        if len(data) > self.left:
-            self.linked += 1
-            return p.resolve().as_uri()
-        self.left -= len(data)
-        return data_url(data)
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def fit(t: dict[str, Any], limit: int) -> tuple[str, bool]:
+    """The transcript ``t`` as embeddable JSON text of at most about ``limit`` bytes, and whether it was cut: over
+    the limit its turns are kept while they fit, and ``cut`` says how many were left out (the viewer shows it)."""
+    try:
+        text = _dumps(t)
+    except (RecursionError, ValueError):  # a value nested too deeply to write
+        text, t = "", {**t, "task_meta": {}, "metrics": {}}
+    if text and _size(text) <= limit:
+        return text, False
+    turns, kept = t["turns"], []
+    used = _size(_dumps({**t, "turns": []})) + 300
+    for turn in turns:
+        used += _size(_dumps(turn)) + 1
+        if used > limit:
+            break
+        kept.append(turn)
+    cut = (f"[... {len(turns) - len(kept)} of this episode's {len(turns)} turns not embedded: its transcript is "
+           f"over the page's budget of {limit / 2**20:.2f} MB (--max-mb)]")  # fmt: skip
+    text = _dumps({**t, "turns": kept, "cut": cut})
+    if _size(text) > limit:  # even without its turns (the prompt, answer and error are cut to text_chars)
+        empty = {"prompt": "", "turns": [], "error": None, "answer": "", "components": {}, "timings": {}, "metrics": {},
+                 "screenshot": None, "task_meta": {}}  # fmt: skip
+        text = _dumps({**empty, "cut": f"[... this episode's transcript is not embedded: over the page's budget "
+                                      f"of {limit / 2**20:.2f} MB (--max-mb)]"})  # fmt: skip
+    return text, True
+
+
+def _arguments(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        return "[arguments not shown: nested too deeply]"
 
 
 def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[str, Any]:
@@ -64,8 +94,8 @@ def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[
         said = THINK.sub("", action).strip()
         turns.append({
             "turn": t.get("turn"), "thinking": _cut(thinking, text_chars), "action": _cut(said, text_chars),
-            "calls": [{"name": c.get("name"), "arguments": _cut(json.dumps(c.get("arguments"), ensure_ascii=False,
-                       default=str), text_chars)} for c in t.get("tool_calls") or []],
+            "calls": [{"name": c.get("name"), "arguments": _cut(_arguments(c.get("arguments")), text_chars)}
+                      for c in t.get("tool_calls") or []],
             "results": [{"name": r.get("name"), "error": r.get("error"), "text": _cut(r.get("text"), text_chars),
                          "latency_s": r.get("latency_s")} for r in t.get("tool_results") or []],
             "observation": _cut(t.get("observation"), text_chars) if not t.get("tool_results") else None,
@@ -90,18 +120,18 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
     images = Images(int(max_image_mb * 2**20))
     index: list[dict[str, Any]] = []
     kept: dict[int, str] = {}  # episode index -> its transcript as JSON text
-    kept_bytes, seen_after_full, cap = 0, 0, None
+    kept_bytes, seen_after_full, cap, cut = 0, 0, None, 0
     summaries = []
-    fields: set[str] = set()
     for run, path in enumerate(paths):
         stats = RunStats(str(path), by)
+        images.root = screenshots_folder(path)
         for record in iter_records(path):
-            stats.add(record)
-            fields.update((record.get("task_meta") or {}).keys())
+            if not stats.add(record):
+                continue  # malformed: counted in the run's summary
             i = len(index)
             ok = is_success(record)
             index.append({
-                "i": i, "run": run, "task": str(record.get("task_id")), "sample": record.get("sample", 0),
+                "i": i, "run": run, "task": str(record.get("task_id")), "sample": record.get("sample") or 0,
                 "ok": ok, "reward": record.get("reward"), "score": record.get("score"),
                 "termination": record.get("termination") or "unfinished", "turns": record.get("num_turns"),
                 "status": record.get("status"),
@@ -109,9 +139,11 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
                 "error": last_line(record.get("error")), "prompt": _cut(record.get("prompt"), 300),
                 "total_s": (record.get("timings") or {}).get("total_s"),
             })  # fmt: skip
-            text = json.dumps(transcript(record, text_chars, images), ensure_ascii=False, default=str)
-            if cap is None and kept_bytes + len(text) <= budget:
-                kept[i], kept_bytes = text, kept_bytes + len(text)
+            text, was_cut = fit(transcript(record, text_chars, images), budget)
+            cut += was_cut
+            size = _size(text)
+            if cap is None and kept_bytes + size <= budget:
+                kept[i], kept_bytes = text, kept_bytes + size
                 continue
             if cap is None:
                 cap = max(1, len(kept))  # full: from here on keep a uniform sample of every transcript seen
@@ -119,9 +151,9 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
             seen_after_full += 1
             j = rng.randrange(seen_after_full)
             if j < cap:
-                victim = rng.choice(list(kept))
-                kept_bytes -= len(kept.pop(victim))
-                kept[i], kept_bytes = text, kept_bytes + len(text)
+                if kept:
+                    kept_bytes -= _size(kept.pop(rng.choice(list(kept))))
+                kept[i], kept_bytes = text, kept_bytes + size
         summaries.append(stats.summary())
     for e in index:
         e["t"] = e["i"] in kept
@@ -138,26 +170,33 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
             "episodes": len(index),
             "sampled": cap is not None,
             "images_linked": images.linked,
+            "images_refused": sum(images.refused.values()),
+            "cut": cut,
+            "malformed": sum(s["malformed"]["records"] for s in summaries),
         },
     }
-    blobs = "\n".join(f'<script type="application/json" id="t{i}">{_safe(text)}</script>' for i, text in kept.items())
+    blobs = "\n".join(f'<script type="application/json" id="t{i}">{text}</script>' for i, text in kept.items())
     page = (HERE / "template.html").read_text(encoding="utf-8")
     page = page.replace("/*STYLE*/", (HERE / "viewer.css").read_text(encoding="utf-8"))
     page = page.replace("/*PLOTLY*/", _safe_js(plotly.offline.get_plotlyjs()))
     page = page.replace("/*VIEWER*/", _safe_js((HERE / "viewer.js").read_text(encoding="utf-8")))
-    page = page.replace("<!--DATA-->", f'<script type="application/json" id="data">{_safe(json.dumps(data))}</script>')
+    page = page.replace("<!--DATA-->", f'<script type="application/json" id="data">{_dumps(data)}</script>')
     page = page.replace("<!--TRANSCRIPTS-->", blobs)
-    page = page.replace("<!--TITLE-->", html.escape(", ".join(Path(str(p)).name for p in paths)))
+    page = page.replace("<!--TITLE-->", html.escape(printable(", ".join(Path(str(p)).name for p in paths))))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return {"out": str(out), "bytes": out.stat().st_size, "runs": summaries, "bound": data["bound"]}
 
 
+_UNSAFE = re.compile("[<\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
 def _safe(text: str) -> str:
     """JSON text that cannot end (or confuse) the <script> element it sits in: ``<`` only occurs inside JSON
-    strings, where ``\\u003c`` means the same."""
-    return text.replace("<", "\\u003c")
+    strings, where ``\\u003c`` means the same; so do DEL, C1 controls, separators, bidirectional controls and lone
+    surrogates (the page stays valid UTF-8), written as ``\\uNNNN`` escapes."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _safe_js(code: str) -> str:

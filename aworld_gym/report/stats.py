@@ -5,6 +5,8 @@ samples; k = 1 and every power of two up to the samples per task), mean reward a
 component, turns, terminations by kind, tool calls and tool errors per tool, and latency per part of an episode
 (reset, policy, env, total; p50/p90). Grouped by a task field (``by``: ``level``, or any key of a record's
 ``task_meta``) the same headline numbers per group. Only small per-episode numbers are kept, never transcripts.
+A record the report cannot read (:func:`aworld_gym.report.records.problem`) is skipped and counted by reason
+(``malformed`` in the summary); NaN and infinite rewards are numbers and stay in the means.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.trajectory import FAILED, OK, VOID, status_of
+from aworld_gym.report.records import problem
 from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
 
@@ -111,8 +114,14 @@ class RunStats:
         self.groups: dict[str, RunStats] = {}
         self.envs: Counter[str] = Counter()
         self.policies: Counter[str] = Counter()
+        self.malformed: Counter[str] = Counter()  # records skipped, by what was wrong with them
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> bool:
+        """Count ``record``; a malformed one is only counted as such. Returns whether it was read."""
+        reason = problem(record)
+        if reason is not None:
+            self.malformed[reason] += 1
+            return False
         self.episodes += 1
         ok = is_success(record)
         self.successes += ok
@@ -153,6 +162,7 @@ class RunStats:
             if key not in self.groups:
                 self.groups[key] = RunStats(f"{self.by}={key}")
             self.groups[key].add(record)
+        return True
 
     def summary(self) -> dict[str, Any]:
         """Every number of the run, as plain JSON-ready values."""
@@ -197,6 +207,7 @@ class RunStats:
             "latency": {
                 p: {"p50": quantile(v, 0.5), "p90": quantile(v, 0.9), "mean": _mean(v)} for p, v in self.parts.items()
             },
+            "malformed": {"records": sum(self.malformed.values()), "reasons": dict(self.malformed.most_common())},
             "per_task": {
                 t: {"samples": v[0], "successes": v[1]}
                 for t, v in sorted(self.tasks.items(), key=lambda kv: natural_key(kv[0]))

@@ -1,23 +1,27 @@
-"""Terminal tables of run summaries (:mod:`aworld_gym.report.stats`)."""
+"""Terminal tables of run summaries (:mod:`aworld_gym.report.stats`). Every text from a record is escaped
+(:func:`aworld_gym.report.records.printable`): a record cannot move the cursor, retitle the terminal or ring it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
+
+from aworld_gym.report.records import printable
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> str:
     """A plain-text table: the first column left-aligned, the others right-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    widths = [max([len(printable(h)), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))
         )
 
-    out = [title] if title else []
-    out += [line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)]
+    out = [printable(title)] if title else []
+    out += [line([printable(h) for h in headers]), line(["-" * w for w in widths]), *(line(r) for r in cells)]
     return "\n".join(out)
 
 
@@ -25,8 +29,8 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
+        return "NaN" if math.isnan(value) else f"{value:.3f}"
+    return printable(value)
 
 
 def _pct(value: float | None) -> str:
@@ -43,10 +47,14 @@ def render(summary: dict[str, Any]) -> str:
     """Every table of one run."""
     s = summary
     parts = [
-        f"run: {s['run']}",
-        f"  env {', '.join(s['env_ids'])}; policy {', '.join(s['policies'])}; {s['episodes']} episodes over "
-        f"{s['tasks']} tasks ({_samples(s)} per task)",
+        f"run: {printable(s['run'])}",
+        f"  env {printable(', '.join(s['env_ids']))}; policy {printable(', '.join(s['policies']))}; {s['episodes']} "
+        f"episodes over {s['tasks']} tasks ({_samples(s)} per task)",
     ]
+    bad = s.get("malformed") or {}
+    if bad.get("records"):
+        reasons = "; ".join(f"{k}: {v}" for k, v in bad["reasons"].items())
+        parts[-1] += f"\n  skipped {bad['records']} malformed records ({printable(reasons)})"
     head = [("success rate", _pct(s["success_rate"]), f"{s['successes']}/{s['episodes']} (score 1)")]
     if s.get("positive_score_rate") is not None and s["positive_score_rate"] != s["success_rate"]:
         head.append(("score > 0", _pct(s["positive_score_rate"]), "BrowserGym's success (partial credit counts)"))

@@ -20,9 +20,12 @@
     }
     return node;
   }
-  function pct(v) { return v == null ? "-" : (100 * v).toFixed(1) + "%"; }
-  function num(v, d) { return v == null ? "-" : Number(v).toFixed(d == null ? 3 : d); }
-  function secs(v) { return v == null ? "-" : (v < 1 ? (v * 1000).toFixed(0) + " ms" : Number(v).toFixed(2) + " s"); }
+  // Numbers the report could not write as JSON numbers (NaN, inf, -inf) arrive as those strings and are shown as
+  // they are; charts and sums read them as missing (numeric).
+  function numeric(v) { return typeof v === "number" && isFinite(v) ? v : null; }
+  function pct(v) { return v == null ? "-" : typeof v === "string" ? v : (100 * v).toFixed(1) + "%"; }
+  function num(v, d) { return v == null ? "-" : typeof v === "string" ? v : Number(v).toFixed(d == null ? 3 : d); }
+  function secs(v) { return v == null ? "-" : typeof v === "string" ? v : (v < 1 ? (v * 1000).toFixed(0) + " ms" : Number(v).toFixed(2) + " s"); }
   function short(name) { return String(name).split("/").pop(); }
   function $(id) { return document.getElementById(id); }
   // Natural order, as stats.natural_key: runs of digits compare as numbers (HumanEval/2 before HumanEval/10), the
@@ -57,6 +60,8 @@
     row("turns (mean, p90)", num(r.turns.mean, 2) + ", " + num(r.turns.p90, 1));
     if (r.latency.total_s) row("episode seconds p50 / p90", secs(r.latency.total_s.p50) + " / " + secs(r.latency.total_s.p90));
     Object.keys(r.terminations).forEach(function (k) { row("ended: " + k, String(r.terminations[k])); });
+    if (r.malformed && r.malformed.records) row("malformed records skipped", String(r.malformed.records) + " (" +
+      Object.keys(r.malformed.reasons).map(function (k) { return k + ": " + r.malformed.reasons[k]; }).join("; ") + ")");
     $("cards").appendChild(h("div", {cls: "card", "data-run": String(ri)},
       h("h3", {text: short(r.run)}),
       h("div", {cls: "big", "data-metric": "success_rate", text: pct(r.success_rate)}),
@@ -66,7 +71,10 @@
   $("bound-note").textContent = "Transcripts embedded for " + b.embedded + " of " + b.episodes + " episodes" +
     (b.sampled ? " (a uniform sample: the page keeps at most " + b.max_mb + " MB of transcripts)" : "") +
     "; texts longer than " + b.text_chars + " characters are cut" +
-    (b.images_linked ? "; " + b.images_linked + " screenshots are linked by path, not embedded" : "") + ".";
+    (b.images_linked ? "; " + b.images_linked + " screenshots are linked by path, not embedded" : "") +
+    (b.images_refused ? "; " + b.images_refused + " screenshots refused (not an image in the run's screenshots folder)" : "") +
+    (b.cut ? "; " + b.cut + " transcripts over the budget are cut" : "") +
+    (b.malformed ? "; " + b.malformed + " malformed records skipped" : "") + ".";
 
   // ----- comparison ------------------------------------------------------------------------------------------
   if (DATA.comparison) {
@@ -116,7 +124,7 @@
       return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].success_rate : null; })};
     }), {xaxis: {type: "category"}, yaxis: {range: [0, 1], tickformat: ".0%"}});
     chart("Mean reward by " + DATA.by, runs.map(function (r) {
-      return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? r.groups[k].reward_mean : null; })};
+      return {type: "bar", name: short(r.run), x: keys, y: keys.map(function (k) { return r.groups && r.groups[k] ? numeric(r.groups[k].reward_mean) : null; })};
     }), {xaxis: {type: "category"}});
   }
   // Terminations: the kinds on the x axis (most episodes first), one bar per run in each, its count on it.
@@ -139,7 +147,7 @@
     return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return e.turns; })};
   }), {barmode: "overlay"});
   chart("Reward per episode", runs.map(function (r, ri) {
-    return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return e.reward; })};
+    return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return numeric(e.reward); })};
   }), {barmode: "overlay"});
 
   // ----- GRPO groups -----------------------------------------------------------------------------------------
@@ -155,7 +163,7 @@
     var gb = h("tbody");
     multi.slice(0, 200).forEach(function (k) {
       var g = groups[k].slice().sort(function (x, y) { return x.sample - y.sample; });
-      var rs = g.map(function (e) { return e.reward || 0; });
+      var rs = g.map(function (e) { return typeof e.reward === "number" ? e.reward : e.reward == null ? 0 : NaN; });
       var mean = rs.reduce(function (a, x) { return a + x; }, 0) / rs.length;
       var std = Math.sqrt(rs.reduce(function (a, x) { return a + (x - mean) * (x - mean); }, 0) / rs.length);
       var squares = h("td");
@@ -244,6 +252,7 @@
       if (turn.screenshot) div.appendChild(h("img", {cls: "shot", src: turn.screenshot, alt: "after turn " + turn.turn}));
       box.appendChild(div);
     });
+    if (t.cut) box.appendChild(h("p", {cls: "bad cut", text: t.cut}));
     if (t.answer) box.appendChild(h("div", {cls: "turn"}, h("h4", {text: "Answer"}), fold(t.answer)));
     if (t.error) box.appendChild(h("div", {cls: "turn"}, h("h4", {cls: "bad", text: "Error"}), fold(t.error)));
     return box;

@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from aworld_gym.core.trajectory import Trajectory
 
 
+def screenshots_folder(out: str | Path) -> Path:
+    """The folder of a run's screenshots: beside its trajectory file, ``runs/x.jsonl`` -> ``runs/x.screenshots`` (an
+    episode's frames in ``<folder>/<episode id>/``). The report reads screenshots from this folder only."""
+    return Path(out).with_suffix(".screenshots")
+
+
 class Screenshots:
     """Writes an episode's frames as image files and names them in its record (a failed frame is noted, not raised)."""
 

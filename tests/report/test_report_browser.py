@@ -22,6 +22,7 @@ from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.report.html import build
 from aworld_gym.report.stats import natural_key
 from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.screenshots import screenshots_folder
 from tests.report_page import Page
 
 pytestmark = pytest.mark.slow
@@ -138,7 +139,7 @@ def test_the_report_shows_the_runs_numbers_and_opens_episodes(runs, tmp_path):
 def test_browser_screenshots_of_a_run_are_shown(tmp_path):
     out = tmp_path / "browser.jsonl"
     collect("AWorld/Browser-v0", "reference", episodes=2, concurrency=1, sink=out, progress=False,
-            screenshots=tmp_path / "shots", env_kwargs={"render_mode": "rgb_array"})  # fmt: skip
+            screenshots=screenshots_folder(out), env_kwargs={"render_mode": "rgb_array"})  # fmt: skip
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     shots = sum(bool(t.get("screenshot")) for r in rows for t in r["turns"]) + sum(
         bool(r.get("screenshot")) for r in rows
