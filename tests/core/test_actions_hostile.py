@@ -42,18 +42,23 @@ def _best_time(text: str, repeats: int = 5) -> float:
         t0 = time.thread_time()
         P.parse(text)
         best = min(best, time.thread_time() - t0)
+        if best > 0.5:
+            break  # slow already: no need to measure it again
     return best
 
 
-@pytest.mark.parametrize("attack", list(ATTACKS))
-def test_parsing_hostile_text_is_linear(attack):
-    build = ATTACKS[attack]
-    small = _best_time(build(SMALL))
-    assert small < 0.5, f"{attack}: {SMALL} characters took {small:.2f} s"  # before: 1.3 s (answers), 10 s (spaces)
-    big = _best_time(build(BIG))
-    assert big < 5.0, f"{attack}: {BIG} characters took {big:.2f} s"
-    # a floor of 0.2 ms keeps timer noise on sub-millisecond parses from deciding the ratio
-    assert big < 20 * max(small, 2e-4), f"{attack}: 8x the input cost {big / small:.0f}x the time (quadratic: ~64x)"
+def test_parsing_hostile_text_is_linear():
+    slow = []
+    for attack, build in ATTACKS.items():
+        small = _best_time(build(SMALL))
+        if small > 0.5:  # before: 1.3 s (unclosed answers), over 10 s (spaces in a FINAL ANSWER line)
+            slow.append(f"{attack}: {SMALL} characters took {small:.2f} s")
+            continue
+        big = _best_time(build(BIG))
+        # a floor of 0.2 ms keeps timer noise on sub-millisecond parses from deciding the ratio
+        if big > 5.0 or big > 20 * max(small, 2e-4):
+            slow.append(f"{attack}: 8x the input cost {big / small:.0f}x the time (quadratic: ~64x), {big:.2f} s")
+    assert not slow, slow
 
 
 def _calls(n: int, args: dict | None = None) -> str:
@@ -108,13 +113,6 @@ def test_an_actions_own_calls_are_held_to_the_same_limits():
     wide = [ToolCall("add", {f"k{i}": i for i in range(100)}, "w"), ToolCall("add", {"a": 1, "b": 2}, "ok")]
     parsed = parse_action(P, Action("", tool_calls=wide))
     assert [c.id for c in parsed.tool_calls] == ["ok"] and "100 arguments" in parsed.errors[0]
-
-
-def test_lone_surrogates_pass_through_the_parser():
-    parsed = P.parse('<think>\ud800</think><tool_call>{"name": "add", "arguments": {"a": "\\udfff"}}</tool_call>')
-    assert parsed.thought == "\ud800" and parsed.tool_calls[0].arguments == {"a": "\udfff"} and not parsed.errors
-    assert P.parse("<answer>\ud800 x</answer>").answer == "\ud800 x"
-    assert P.parse("FINAL ANSWER: \udc80").answer == "\udc80"
 
 
 @pytest.fixture(scope="module")
