@@ -125,7 +125,8 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
     for run, path in enumerate(paths):
         stats = RunStats(str(path), by)
         images.root = screenshots_folder(path)
-        for record in iter_records(path):
+        skipped: list[int] = []
+        for record in iter_records(path, skipped=skipped):
             if not stats.add(record):
                 continue  # malformed: counted in the run's summary
             i = len(index)
@@ -154,6 +155,7 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
                 if kept:
                     kept_bytes -= _size(kept.pop(rng.choice(list(kept))))
                 kept[i], kept_bytes = text, kept_bytes + size
+        stats.skip(len(skipped))
         summaries.append(stats.summary())
     for e in index:
         e["t"] = e["i"] in kept

@@ -24,6 +24,7 @@ from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
 
 PARTS = ("reset_s", "policy_s", "env_s", "total_s")
+NOT_A_RECORD = "not a record (a line or row that is no JSON object)"
 DIGITS = re.compile(r"([0-9]+)")  # ASCII digits, as the viewer's /[0-9]+/
 
 
@@ -164,6 +165,11 @@ class RunStats:
             self.groups[key].add(record)
         return True
 
+    def skip(self, lines: int) -> None:
+        """Count ``lines`` lines (or Parquet rows) of the file that were not records at all (junk, a torn line)."""
+        if lines:
+            self.malformed[NOT_A_RECORD] += lines
+
     def summary(self) -> dict[str, Any]:
         """Every number of the run, as plain JSON-ready values."""
         n = self.episodes
@@ -229,7 +235,12 @@ def _headline(g: RunStats) -> dict[str, Any]:
 
 def summarize(path: str | Path, by: str | None = None, name: str | None = None) -> dict[str, Any]:
     """The summary of one trajectory file (streamed)."""
-    return summarize_records(iter_records(path), by=by, name=name or str(path))
+    stats = RunStats(name or str(path), by)
+    skipped: list[int] = []
+    for record in iter_records(path, skipped=skipped):
+        stats.add(record)
+    stats.skip(len(skipped))
+    return stats.summary()
 
 
 def summarize_records(records: Iterable[Mapping[str, Any]], by: str | None = None, name: str = "run") -> dict[str, Any]:

@@ -12,9 +12,12 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from aworld_gym.cli import main
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.report.html import HERE, build
+from aworld_gym.report.stats import NOT_A_RECORD
 from aworld_gym.rollout.screenshots import screenshots_folder
 
 PNG = base64.b64decode(
@@ -123,6 +126,10 @@ def test_malformed_records_are_skipped_and_counted_everywhere(tmp_path, capsys):
         record(turns=[{"tool_results": [{"name": "t", "latency_s": "slow"}]}]),
     ]
     run = write(tmp_path / "run.jsonl", [record("good-1"), *bad, record("good-2")])
+    junk = ["null", "[1, 2]", "7", "garbage {", '{"task_id": "deep", "answer": ' + "[" * 10_000 + "]" * 10_000 + "}"]
+    with run.open("a") as f:
+        f.write("\n".join(junk) + "\n")  # lines that are no record at all: skipped by iter_records, counted here
+    bad += junk
     argv = ["report", str(run), "--json", str(tmp_path / "s.json"), "--html", str(tmp_path / "r.html")]
     assert main([*argv, "--by", "level"]) == 0
     out = capsys.readouterr().out
@@ -130,6 +137,7 @@ def test_malformed_records_are_skipped_and_counted_everywhere(tmp_path, capsys):
     doc = strict((tmp_path / "s.json").read_text())
     assert doc["runs"][0]["episodes"] == 2 and doc["runs"][0]["malformed"]["records"] == len(bad)
     assert doc["runs"][0]["malformed"]["reasons"]["status unknown"] == 1
+    assert doc["runs"][0]["malformed"]["reasons"][NOT_A_RECORD] == len(junk)
     data = page_data((tmp_path / "r.html").read_text(encoding="utf-8"))
     assert data["bound"]["malformed"] == len(bad) and [e["task"] for e in data["episodes"]] == ["good-1", "good-2"]
 
@@ -169,3 +177,29 @@ def test_from_record_accepts_any_key_and_keeps_the_fields_its_own(tmp_path):
     assert again["extra"] == {"reward": 99.0, "task_id": "other"} and again["ledger"] == "not a ledger"
     assert again["tokens"] == "junk" and again["cut_sampled"] == {"x": 1}
     assert Trajectory.from_record(again).to_record() == again
+
+
+@pytest.mark.slow
+def test_the_viewer_shows_hostile_records_as_text_in_a_real_browser(tmp_path):
+    from tests.report_page import Page
+
+    turns = [{"turn": i, "action": "y" * 3000, "tool_results": []} for i in range(1, 41)]
+    attack = '<img src=x onerror="document.title=\'pwned\'"></script><script>document.title="pwned"</script>'
+    records = [record("a", sample=0, reward=float("nan")), record("a", sample=1, reward=float("inf")),
+               record("b", answer=attack, turns=turns, num_turns=40), record(reward="junk")]  # fmt: skip
+    made = build([write(tmp_path / "run.jsonl", records)], tmp_path / "r.html", max_mb=0.05)
+    assert made["bound"]["cut"] == 1 and made["bound"]["malformed"] == 1
+    with Page(tmp_path / "r.html") as page:
+        page.open("#episode-2")
+        seen = page.js("""() => ({
+            ready: !!window.aworldReport, title: document.title,
+            rewards: [...document.querySelectorAll('#episodes tbody tr')].map(r => r.children[5].textContent),
+            images: document.querySelectorAll('main img').length,
+            answer: document.querySelector('#transcript').innerText,
+            cut: (document.querySelector('#transcript .cut') || {}).textContent,
+            note: document.getElementById('bound-note').textContent})""")
+        assert seen["ready"] and seen["title"] != "pwned" and seen["images"] == 0
+        assert seen["rewards"] == ["NaN", "inf", "1.000"]
+        assert attack in seen["answer"] and "turns not embedded" in seen["cut"]
+        assert "1 malformed records skipped" in seen["note"] and "1 transcripts over the budget are cut" in seen["note"]
+        assert page.console_errors()[0] == 0
