@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,7 +12,8 @@ from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.rewards import TaskScore
 from aworld_gym.core.task import Task, TaskSource
-from aworld_gym.envs.gaia.loader import load_gaia, split_dir
+from aworld_gym.envs.gaia.access import SANDBOX_FILES, quoted
+from aworld_gym.envs.gaia.loader import METADATA_NAMES, load_gaia, split_dir
 from aworld_gym.envs.gaia.media import Endpoint
 from aworld_gym.envs.gaia.scorer import question_scorer
 from aworld_gym.mcp.config import parse_mcp_config
@@ -139,8 +141,12 @@ class GAIAEnv(MCPEnv):
         from aworld_gym.envs.gaia import files_server, search_server
         from aworld_gym.sandbox.shared import python_server_entry
 
-        servers: dict[str, Any] = {"files": files_server.build_server(roots=[self.data_folder], **self.media)}
+        answer_key = [self.data_folder / name for name in METADATA_NAMES]
+        files = files_server.build_server(roots=[self.data_folder], deny=answer_key, **self.media)
+        servers: dict[str, Any] = {"files": files}
         spec = search if search is not None else (f"local:{search_docs}" if search_docs else "none")
+        if spec.startswith("local:"):
+            self._check_corpus(Path(spec.removeprefix("local:")).expanduser())
         if spec == "none":
             if search is None:
                 warnings.warn(
@@ -153,6 +159,16 @@ class GAIAEnv(MCPEnv):
             python_server, isolation, exec_timeout_s, memory_mb, file_roots=(str(self.data_folder.resolve()),)
         )
         return servers
+
+    def _check_corpus(self, docs: Path) -> None:
+        """An offline search corpus holding the split's folder (or held by it) would search the answer key and
+        every task's attachments: refused."""
+        docs, data = Path(os.path.realpath(docs)), Path(os.path.realpath(self.data_folder))
+        if docs.is_relative_to(data) or data.is_relative_to(docs):
+            raise ConfigError(
+                f"search_docs {str(docs)!r} overlaps the GAIA data folder {str(data)!r}, which holds the answer key "
+                "(metadata.jsonl) and every task's attachments; give the search a folder of documents of its own"
+            )
 
     def work_folders(self) -> list[str]:
         """``roots=["{work}"]`` lists the split's folder: the attachments ``read_file`` and ``run_python`` see."""
@@ -180,8 +196,8 @@ class GAIAEnv(MCPEnv):
         for f in task.files:
             name = Path(f).name
             lines.append(
-                f"Attached file: {name} (read it with read_file(path={name!r}); inside run_python or run_shell it is "
-                f"/sandbox/files/{name})"
+                f"Attached file: {name} (read it with read_file(path={quoted(name)}); inside run_python or run_shell "
+                f"it is {quoted(SANDBOX_FILES + name)})"
             )
         return "\n".join(lines)
 

@@ -1,8 +1,10 @@
 """The GAIA file-reading MCP server: ``read_file`` and ``list_files`` for a task's attachments.
 
-It runs unsandboxed, so it reads only the current task's attachments (the absolute paths the ToolHub sends in
-each call's ``_meta["aworld_gym/files"]``) and files inside the ``--root`` folders, after resolving symlinks and
-``..``. The parsers (``gaia`` extra) are imported when first needed and run in worker threads. Run it with::
+It runs unsandboxed, so it reads only the current task's attachments: the files the ToolHub names in each call's
+``_meta["aworld_gym/files"]`` (the env sets them when the episode begins), bounded by the server's ``roots`` and
+``deny`` list (:mod:`aworld_gym.envs.gaia.access`). The model's ``path`` only picks one of them by name. Documents
+are parsed in a child process bounded in memory, CPU, expansion and time, killed when the call ends
+(:mod:`aworld_gym.envs.gaia.read_worker`). Run it with::
 
     python -m aworld_gym.envs.gaia.files_server --transport streamable-http --port 8950 --root /data/gaia
 """
@@ -24,39 +26,13 @@ from mcp_types import CallToolResult, TextContent
 
 from aworld_gym.base.version import __version__
 from aworld_gym.envs.gaia import media
+from aworld_gym.envs.gaia.access import Access, quoted
+from aworld_gym.envs.gaia.loader import METADATA_NAMES, SPLITS
 from aworld_gym.envs.gaia.media import Endpoint, how_to
-from aworld_gym.envs.gaia.readers import LABELS, detect_kind, read_path, truncate
+from aworld_gym.envs.gaia.read_worker import ReadLimits, read_isolated
+from aworld_gym.envs.gaia.readers import LABELS, MAX_EXPANDED_BYTES, PLAIN_KINDS, detect_kind, read_path, truncate
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
-
-
-class Access:
-    """What one call may read: the task's attachments, and anything inside ``roots`` (both symlink-resolved)."""
-
-    def __init__(self, files: Sequence[Any], roots: Sequence[Path]) -> None:
-        self.files = [os.path.abspath(f) for f in files if isinstance(f, str) and f]
-        self.real = {os.path.realpath(f) for f in self.files}
-        self.roots = roots
-
-    def names(self) -> str:
-        return ", ".join(os.path.basename(f) for f in self.files) or "no files are attached to this task"
-
-    def resolve(self, path: str) -> tuple[Path | None, str]:
-        """(real path, name to show), or (None, an error) when the path may not be read."""
-        path = path.strip().removeprefix("file://")
-        if "\x00" in path:
-            return None, "Error: the path contains a NUL character."
-        if os.path.isabs(path):
-            candidate = path
-        else:
-            by_name = [f for f in self.files if os.path.basename(f) == path]
-            tries = by_name + [os.path.join(d, path) for d in dict.fromkeys(map(os.path.dirname, self.files))]
-            tries += [os.path.join(r, path) for r in self.roots]
-            candidate = next((t for t in tries if os.path.lexists(t)), tries[0] if tries else "")
-        real = os.path.realpath(candidate) if path and candidate else ""
-        if real and (real in self.real or any(Path(real).is_relative_to(r) for r in self.roots)):
-            return Path(real), os.path.basename(candidate)
-        return None, f"Error: access denied: only the task's attachments can be read ({self.names()})."
 
 
 def _size(n: int) -> str:
@@ -71,41 +47,60 @@ def build_server(
     name: str = "files",
     vision_model: Mapping[str, Any] | None = None,
     audio_model: Mapping[str, Any] | None = None,
+    *,
+    deny: Sequence[str | Path] = (),
+    read_timeout_s: float = 30.0,
+    read_memory_mb: int = 2048,
+    max_expanded_bytes: int = MAX_EXPANDED_BYTES,
 ) -> MCPServer:
     """A GAIA file-reading MCP server object (serve it in-process, or with ``serve``).
 
     Args:
-        roots: folders whose files may be read besides the task's attachments.
+        roots: when given, the folders the task's attachments must lie in (an attachment named outside them is not
+            readable); they grant nothing else: only the task's own attachments are ever read.
         max_file_bytes: larger files are refused.
         max_chars: longer output is cut, with a note saying so.
         ocr: run tesseract OCR on images (when it is installed).
         name: the server's name.
         vision_model, audio_model: the OpenAI-compatible endpoints of ``describe_image`` and ``transcribe_audio``
             (:mod:`aworld_gym.envs.gaia.media`; default: from the environment, else the tools say how to set one).
+        deny: files never read, even when named as an attachment (GAIA-v0: the split's answer key).
+        read_timeout_s: a document read is stopped after this many seconds (keep it below the hub's call timeout).
+        read_memory_mb: the memory limit of the process that parses a document.
+        max_expanded_bytes: a docx, xlsx or pptx declaring more bytes uncompressed is refused.
     """
     vision, audio = Endpoint.of("vision", vision_model), Endpoint.of("audio", audio_model)
-    real_roots = [Path(os.path.realpath(r)) for r in roots]
+    roots, deny = tuple(roots), tuple(deny)
+    limits = ReadLimits(read_timeout_s, read_memory_mb, max_expanded_bytes)
     limiter = anyio.CapacityLimiter(max(2, os.cpu_count() or 1))
     server = MCPServer(name, version=__version__, log_level="WARNING")
 
     def access(ctx: Context) -> Access:
         files = dict(ctx.request_context.meta or {}).get(f"{META_PREFIX}files") or []
-        return Access(files if isinstance(files, list | tuple) else [], real_roots)
+        return Access(files if isinstance(files, list | tuple) else [], roots, deny)
 
-    def read(real: Path, shown: str) -> str:
+    def check(real: Path, shown: str) -> tuple[str | None, str]:
+        """(why ``real`` cannot be read, or None; its kind)."""
         try:
             st = os.stat(real)
-            if stat.S_ISDIR(st.st_mode):
-                return f"Error: {shown!r} is a directory, not a file."
-            if not stat.S_ISREG(st.st_mode):
-                return f"Error: {shown!r} is not a regular file."
-            if st.st_size > max_file_bytes:
-                return f"Error: {shown!r} is too large to read ({st.st_size} bytes; the limit is {max_file_bytes})."
-            return read_path(real, shown, max_chars, ocr)
         except FileNotFoundError:
-            return f"Error: file not found: {shown!r}."
-        except Exception as exc:  # noqa: BLE001 - e.g. unreadable, or vanished meanwhile
-            return f"Error: could not read {shown!r} ({type(exc).__name__}: {exc})."
+            return f"Error: file not found: {shown!r}.", ""
+        if stat.S_ISDIR(st.st_mode):
+            return f"Error: {shown!r} is a directory, not a file.", ""
+        if not stat.S_ISREG(st.st_mode):
+            return f"Error: {shown!r} is not a regular file.", ""
+        if st.st_size > max_file_bytes:
+            return f"Error: {shown!r} is too large to read ({st.st_size} bytes; the limit is {max_file_bytes}).", ""
+        return None, detect_kind(real)[0]
+
+    async def read(real: Path, shown: str) -> str:
+        async with limiter:
+            problem, kind = await anyio.to_thread.run_sync(check, real, shown)
+            if problem is not None:
+                return problem
+            if kind in PLAIN_KINDS:  # work linear in the file's (bounded) size: no parser to stop
+                return await anyio.to_thread.run_sync(read_path, real, shown, max_chars, ocr)
+            return await read_isolated(Path(os.path.realpath(real)), shown, max_chars, ocr, limits)
 
     async def read_file(path: str, ctx: Context) -> CallToolResult:
         """Read a file attached to the task and return its content as text.
@@ -114,11 +109,11 @@ def build_server(
         OCR text). Long output is cut.
 
         Args:
-            path: the file's name (as given in the task) or its absolute path.
+            path: the file's name, as the task or list_files gives it.
         """
         try:
             real, shown = access(ctx).resolve(path)
-            text = shown if real is None else await anyio.to_thread.run_sync(read, real, shown, limiter=limiter)
+            text = shown if real is None else await read(real, shown)
         except Exception as exc:  # noqa: BLE001 - never let a bad file or path take the server down
             text = f"Error: could not read {path!r} ({type(exc).__name__}: {exc})."
         return _reply(text)
@@ -153,7 +148,7 @@ def build_server(
         return _reply(*await media.transcribe_audio(audio, real, shown))
 
     async def list_files(ctx: Context) -> str:
-        """List the files attached to the task: names, sizes and types."""
+        """List the files attached to the task: names (as JSON strings), sizes and types."""
         files = access(ctx).files
 
         def describe() -> str:
@@ -163,9 +158,11 @@ def build_server(
                     if not os.path.isfile(f):
                         raise FileNotFoundError(f)
                     kind, what = detect_kind(Path(f))
-                    lines.append(f"- {os.path.basename(f)} ({_size(os.path.getsize(f))}, {LABELS.get(kind, what)})")
+                    lines.append(
+                        f"- {quoted(os.path.basename(f))} ({_size(os.path.getsize(f))}, {LABELS.get(kind, what)})"
+                    )
                 except OSError:
-                    lines.append(f"- {os.path.basename(f)} (missing or unreadable)")
+                    lines.append(f"- {quoted(os.path.basename(f))} (missing or unreadable)")
             return truncate("\n".join(lines), max_chars) or "No files are attached to this task."
 
         return await anyio.to_thread.run_sync(describe, limiter=limiter)
@@ -182,18 +179,23 @@ def _reply(text: str, error: bool | None = None) -> CallToolResult:
                           isError=text.startswith("Error: ") if error is None else error)  # fmt: skip
 
 
+_SPLIT_FOLDERS = [(), *((s,) for s in SPLITS), *(("2023", s) for s in SPLITS)]  # where load_gaia looks
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve the files server (stdio by default)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http", "sse"])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8950)
-    ap.add_argument("--root", action="append", default=[], help="a folder whose files may be read (repeatable)")
+    ap.add_argument("--root", action="append", required=True,
+                    help="the folder the task attachments lie in (repeatable); its GAIA answer keys are never read")  # fmt: skip
     ap.add_argument("--max-file-mb", type=int, default=50)
     ap.add_argument("--max-chars", type=int, default=20_000)
     ap.add_argument("--no-ocr", action="store_true")
     args = ap.parse_args(argv)
-    server = build_server(args.root, args.max_file_mb << 20, args.max_chars, not args.no_ocr)
+    deny = [Path(r, *sub, name) for r in args.root for sub in _SPLIT_FOLDERS for name in METADATA_NAMES]
+    server = build_server(args.root, args.max_file_mb << 20, args.max_chars, not args.no_ocr, deny=deny)
     serve(server, args.transport, args.host, args.port)
 
 

@@ -14,6 +14,7 @@ no usable answers (its ``Final answer`` is ``"?"`` or missing).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from aworld_gym.core.task import Task, TaskSource, read_jsonl
 
 SPLITS = ("validation", "test")
 HIDDEN_ANSWERS = {None, "", "?"}
+METADATA_NAMES = ("metadata.jsonl", "metadata.parquet")  # a split's answer key: never an attachment
 
 
 def split_dir(data_dir: str | Path, split: str) -> Path:
@@ -46,7 +48,7 @@ _EXPECTED = (
 
 
 def _metadata_file(folder: Path) -> Path | None:
-    for name in ("metadata.jsonl", "metadata.parquet"):
+    for name in METADATA_NAMES:
         if (folder / name).is_file():
             return folder / name
     return None
@@ -84,10 +86,7 @@ def load_gaia(data_dir: str | Path, split: str = "validation", level: int | None
         files: tuple[str, ...] = ()
         name = row.get("file_name") or ""
         if name:
-            path = (folder / name).resolve()
-            if not path.is_file():
-                raise TaskError(f"task {row['task_id']}: attachment {name!r} is missing from {str(folder)!r}")
-            files = (str(path),)
+            files = (_attachment(folder, str(name), str(row["task_id"])),)
         answer = row.get("Final answer")
         answer = None if answer in HIDDEN_ANSWERS else str(answer)
         extra = {k: v for k, v in row.items() if k not in ("task_id", "Question", "Level", "Final answer", "file_name")}
@@ -104,6 +103,24 @@ def load_gaia(data_dir: str | Path, split: str = "validation", level: int | None
     if not tasks:
         raise TaskError(f"no GAIA tasks in {str(meta)!r}" + (f" at level {level}" if level else ""))
     return TaskSource(tasks)
+
+
+def _attachment(folder: Path, name: str, task_id: str) -> str:
+    """The absolute path of a task's attachment: a file inside the split folder that is not its answer key.
+
+    The path is kept as written (not symlink-resolved), so the name the model sees is the dataset's own even where
+    the files are links into a cache (the Hugging Face layout).
+    """
+    rel = os.path.normpath(name)
+    if "\x00" in name or os.path.isabs(name) or rel in (".", "..") or rel.startswith(".." + os.sep):
+        raise TaskError(f"task {task_id}: attachment {name!r} is not a file name inside {str(folder)!r}")
+    path = os.path.join(os.path.abspath(folder), rel)
+    if not os.path.isfile(path):
+        raise TaskError(f"task {task_id}: attachment {name!r} is missing from {str(folder)!r}")
+    keys = [folder / m for m in METADATA_NAMES if (folder / m).exists()]
+    if any(os.path.samefile(path, key) for key in keys):
+        raise TaskError(f"task {task_id}: attachment {name!r} is the split's answer key; refusing to hand it over")
+    return path
 
 
 def _level(value: Any, meta: Path, i: int) -> int:

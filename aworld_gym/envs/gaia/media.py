@@ -67,6 +67,8 @@ def how_to(kind: str, tool: str) -> str:
 def _check(real: Path, shown: str, types: Mapping[str, str], what: str) -> str | None:
     if real.suffix.lower() not in types:
         return f"Error: {shown!r} is not {what} this tool reads ({', '.join(sorted(types))})."
+    if not real.is_file():  # missing, or a FIFO or device whose reading would never end
+        return f"Error: {shown!r} is missing or not a regular file."
     size = real.stat().st_size
     if size > MAX_BYTES:
         return f"Error: {shown!r} is too large to send ({size} bytes; the limit is {MAX_BYTES})."

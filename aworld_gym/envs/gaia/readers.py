@@ -330,9 +330,32 @@ def truncate(text: str, max_chars: int) -> str:
     return text[:keep] + f"\n[... truncated: {keep} of {len(text)} characters shown]"
 
 
-def read_path(path: Path, shown: str, max_chars: int, ocr: bool) -> str:
-    """Render one access-checked regular file as text; problems come back as ``Error: ...``."""
+PLAIN_KINDS = frozenset({"text", "json", "csv", "tsv", "audio"})  # readers linear in the file's size: no parser
+MAX_EXPANDED_BYTES = 256 << 20  # what a zip-based document (docx, xlsx, pptx) may declare uncompressed
+_ZIPPED = ("docx", "xlsx", "pptx")
+
+
+def expanded_size(path: Path) -> int:
+    """The uncompressed size a zip file declares for all its members (Python's zipfile never inflates a member
+    past its declared size, so this bounds what the parsers of a zip-based document can be made to hold)."""
+    with zipfile.ZipFile(path) as zf:
+        return sum(i.file_size for i in zf.infolist())
+
+
+def read_path(path: Path, shown: str, max_chars: int, ocr: bool, max_expanded_bytes: int = MAX_EXPANDED_BYTES) -> str:
+    """Render one access-checked regular file as text; problems come back as ``Error: ...``.
+
+    Run it in a bounded process (:mod:`aworld_gym.envs.gaia.read_worker`): a hostile file can still take long.
+    """
     kind, what = detect_kind(path)
+    if kind in _ZIPPED:
+        try:
+            size = expanded_size(path)
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            return f"Error: could not read {shown!r} as {_READERS[kind][0]}; the file may be corrupt ({type(exc).__name__}: {exc})"
+        if size > max_expanded_bytes:
+            return (f"Error: cannot read {shown!r}: it expands to {size} bytes uncompressed (the limit is "
+                    f"{max_expanded_bytes}); a document this large is refused.")  # fmt: skip
     try:
         if kind == "image":
             text = _read_image(path, ocr)

@@ -225,18 +225,19 @@ def test_access_control(hub, files):
     assert read(hub, "/etc/passwd\x00.txt").startswith("Error:")
 
 
-def test_roots_allow_a_folder(files, tmp_path):
+def test_roots_bound_the_attachments_and_grant_nothing(files, tmp_path):
+    """``roots`` once made every file under them readable (GAIA's answer key included); now they only bound which
+    attachments the hub may name: a file under a root that is not attached stays unreadable."""
     (tmp_path / "shared.txt").write_text("shared content")
+    (tmp_path / "attached.txt").write_text("attached content")
     (tmp_path / "escape").symlink_to(files["notes.txt"].parent.parent / "secret.txt")
     with ToolHub(servers={"files": build_server(roots=[tmp_path])}) as h:
-        h.begin_episode(files=[])
+        h.begin_episode(files=[str(tmp_path / "attached.txt"), str(files["notes.txt"])])  # notes.txt: outside
         call = lambda p: h.call([ToolCall("read_file", {"path": p})])[0].text  # noqa: E731
-        assert call(str(tmp_path / "shared.txt")) == "shared content"
-        assert call("shared.txt") == "shared content"
-        assert call("escape").startswith("Error: access denied")
-        assert call(str(tmp_path / ".." / "x.txt")).startswith("Error: access denied")
-        assert call("/etc/passwd").startswith("Error: access denied")
-        assert "no files are attached" in call("/etc/passwd")
+        assert call("attached.txt") == call(str(tmp_path / "attached.txt")) == "attached content"
+        for path in (str(tmp_path / "shared.txt"), "shared.txt", "escape", "notes.txt", str(files["notes.txt"]),
+                     str(tmp_path / ".." / "x.txt"), "/etc/passwd"):  # fmt: skip
+            assert call(path) == 'Error: access denied: only the task\'s attachments can be read ("attached.txt").'
 
 
 def test_truncation(hub):
@@ -255,8 +256,8 @@ def test_oversized_file(files):
 
 def test_list_files(hub, files):
     text = hub.call([ToolCall("list_files", {})])[0].text
-    assert "- data.xlsx (" in text and "Excel workbook" in text
-    assert "- notes.txt (17 bytes, text)" in text and "PDF document" in text
+    assert '- "data.xlsx" (' in text and "Excel workbook" in text  # names as JSON strings: one line each
+    assert '- "notes.txt" (17 bytes, text)' in text and "PDF document" in text
     hub.begin_episode(files=[])
     try:
         assert hub.call([ToolCall("list_files", {})])[0].text == "No files are attached to this task."
@@ -273,12 +274,13 @@ def test_concurrent_reads(hub):
 
 
 def test_stdio_module(files):
-    """``python -m aworld_gym.envs.gaia.files_server`` as a stdio server, with ``--root``."""
+    """``python -m aworld_gym.envs.gaia.files_server`` as a stdio server, with ``--root`` (which bounds the
+    attachments: a file under it that is not attached is not readable)."""
     root = str(files["notes.txt"].parent)
     args = ["-m", "aworld_gym.envs.gaia.files_server", "--root", root]
     config = {"mcpServers": {"files": {"command": sys.executable, "args": args}}}
     with ToolHub(config) as h:
         h.begin_episode(files=[str(files["table.csv"])])
         assert "| Bob | 41 |" in h.call([ToolCall("read_file", {"path": "table.csv"})])[0].text
-        assert h.call([ToolCall("read_file", {"path": "notes.txt"})])[0].text.strip() == "plain text notes"  # via root
+        assert h.call([ToolCall("read_file", {"path": "notes.txt"})])[0].text.startswith("Error: access denied")
         assert h.call([ToolCall("read_file", {"path": "/etc/passwd"})])[0].text.startswith("Error: access denied")
