@@ -9,6 +9,7 @@ samples in a row (a GRPO group); ``resume=True`` skips the keys already in the o
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,10 +23,13 @@ from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
+from aworld_gym.rollout.record_json import escape_surrogates
 from aworld_gym.rollout.sinks import Sink, open_sink
 from aworld_gym.rollout.stream import Rollout
 
 __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
+
+log = logging.getLogger(__name__)
 
 
 def error_of(record: Mapping[str, Any]) -> str:
@@ -63,6 +67,8 @@ class Summary:
     levels: dict[str, dict[str, list[int]]] = field(default_factory=dict, repr=False)
     # termination kind -> the last line of the first error recorded with it: why a run's episodes failed, at a glance
     first_errors: dict[str, str] = field(default_factory=dict)
+    # what reading the output back for --resume skipped (a torn last line, lines that are not records), one line each
+    notes: list[str] = field(default_factory=list)
 
     @property
     def success_rate(self) -> float:
@@ -98,7 +104,7 @@ class Summary:
         kind = record.get("termination") or "unknown"
         self.terminations[kind] = self.terminations.get(kind, 0) + 1
         if kind != SUCCESS and kind not in self.first_errors and (error := error_of(record)):
-            self.first_errors[kind] = error
+            self.first_errors[kind] = escape_surrogates(error)  # printable: a model's lone surrogate cannot end a run
         status = record.get("status") or "unknown"
         self.statuses[status] = self.statuses.get(status, 0) + 1
         task, ok = str(record.get("task_id")), is_success(record)
@@ -146,6 +152,7 @@ class Summary:
         ]  # fmt: skip
         if self.path:
             rows.append(("trajectories", self.path))
+        rows += [("warning", note) for note in self.notes]
         width = max(len(k) for k, _ in rows)
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         at = next(i for i, (k, _) in enumerate(rows) if k == "failures") + 1
@@ -221,6 +228,9 @@ def collect(
     engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
+    notes = list(getattr(sink, "notes", None) or [])
+    for note in notes:
+        log.warning("resume: %s", note)
     done = sink.done_keys() if (sink is not None and resume) else set()
     rollout = Rollout(env, policy, episodes=episodes, engine=engine, group_size=group_size, seed=seed,
                       task_order=task_order, env_kwargs=env_kwargs, skip=done, void_policy=void_policy,
@@ -252,20 +262,25 @@ def collect(
         summary = Summary(rollout.env_id, episodes, skipped=len(rollout.jobs) - len(rollout.todo),
                           engine=getattr(engine, "name", type(engine).__name__), concurrency=engine.concurrency)  # fmt: skip
         summary.path = str(sink.path) if sink is not None else None
+        summary.notes = notes
         bar = _progress(len(rollout.todo), progress, rollout.env_id)
         t0 = time.perf_counter()
         asyncio.run(run())
     finally:
-        if rollout.groups is not None and summary is not None:
-            for rest in rollout.groups.flush():  # groups cut short (an interrupted run) still reach the sink
-                write(rest)
-        if summary is not None:
-            summary.wall_s = time.perf_counter() - t0
-        if bar is not None:
-            bar.close()
-        if sink is not None:
-            sink.close()
-        rollout.close()
+        try:  # groups cut short (an interrupted run) still reach the sink, unless the sink itself failed
+            if rollout.groups is not None and summary is not None and getattr(sink, "failed", None) is None:
+                for rest in rollout.groups.flush():
+                    write(rest)
+        finally:  # a sink that failed (a full disk) still lets the envs and the sink close
+            if summary is not None:
+                summary.wall_s = time.perf_counter() - t0
+            if bar is not None:
+                bar.close()
+            try:
+                if sink is not None:
+                    sink.close()
+            finally:
+                rollout.close()
     return summary
 
 

@@ -3,6 +3,8 @@
 import asyncio
 import functools
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,7 +13,7 @@ from aworld_gym.base.errors import last_line
 from aworld_gym.core.trajectory import TokenData, Trajectory
 from aworld_gym.rollout.collect import collect, error_of, plan_jobs
 from aworld_gym.rollout.plan import PlanPolicy
-from aworld_gym.rollout.sinks import JSONLSink, ParquetSink, iter_records, open_sink
+from aworld_gym.rollout.sinks import JSONLSink, iter_records, open_sink
 from tests.helpers import demo_env_kwargs
 
 ENV = "AWorld/MCP-v0"
@@ -89,10 +91,14 @@ def test_resume_skips_finished_pairs_and_never_writes_twice(tmp_path, suffix):
 
 def test_parquet_journal_survives_a_crash(tmp_path):
     out = tmp_path / "c.parquet"
-    sink = ParquetSink(out)
-    sink.write({"task_id": "a", "sample": 0, "reward": 1.0, "turns": [{"action": "x"}]})
-    # the process dies here: no close(); the journal holds the episode
-    assert sink.journal_path.exists() and not out.exists()
+    crash = (
+        "import os, sys; from aworld_gym.rollout.sinks import ParquetSink; sink = ParquetSink(sys.argv[1]); "
+        "sink.write({'task_id': 'a', 'sample': 0, 'reward': 1.0, 'turns': [{'action': 'x'}]}); os._exit(0)"
+    )
+    # the process dies after one episode: no close(); the journal holds the episode (and its lock died with it)
+    subprocess.run([sys.executable, "-c", crash, str(out)], check=True, timeout=60)
+    journal = out.with_name(out.name + ".partial.jsonl")
+    assert journal.exists() and not out.exists()
     resumed = open_sink(out, resume=True)
     assert resumed.done_keys() == {("a", 0)}
     resumed.write({"task_id": "a", "sample": 0, "reward": 1.0})  # never twice
@@ -103,7 +109,7 @@ def test_parquet_journal_survives_a_crash(tmp_path):
     table = pq.read_table(out).to_pylist()
     assert sorted((r["task_id"], r["sample"]) for r in table) == [("a", 0), ("b", 0)]
     assert json.loads(next(r for r in table if r["task_id"] == "a")["turns"]) == [{"action": "x"}]
-    assert not sink.journal_path.exists()
+    assert not journal.exists() and not out.with_name("c.parquet.lock").exists()
 
 
 def _full_record(**over):
