@@ -90,6 +90,7 @@ class JSONLSink:
         self.scan = Scan()
         self.notes: list[str] = []
         size = 0
+        _check_resumable(self.path, resume)
         if resume and self.path.exists():
             for n, record in scan_jsonl(self.path, self.scan):
                 try:
@@ -132,9 +133,9 @@ class JSONLSink:
         with self._lock:
             if self.failed is not None:
                 raise self.failed
-            key = record_key(record)
+            key = _key_or_none(record)
             if key in self._done:
-                return  # never twice
+                return  # never twice (a record without a usable key is written: it is never lost)
             try:
                 write_all(self._fd, line)
             except OSError as exc:
@@ -146,7 +147,8 @@ class JSONLSink:
                 )
                 raise self.failed from None
             self._size += len(line)
-            self._done.add(key)
+            if key is not None:
+                self._done.add(key)
             self.count += 1
 
     def close(self) -> None:
@@ -166,6 +168,12 @@ def _check_path(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SinkError(f"cannot make the folder of {str(path)!r}: {describe(exc)}") from None
+
+
+def _check_resumable(path: Path, resume: bool) -> None:
+    """Refuse to read back what is not a regular file (a FIFO would hang the read, ``/dev/zero`` fill memory)."""
+    if resume and path.exists() and not path.is_file():
+        raise SinkError(f"cannot resume {str(path)!r}: not a regular file; pass a trajectory file as --out")
 
 
 def _encode_or_minimal(record: dict[str, Any]) -> bytes:
@@ -242,6 +250,7 @@ class ParquetSink:
         self._lock_file.acquire()  # before anything is removed or read: one writer per output
         try:
             self._old: list[dict[str, Any]] = []
+            _check_resumable(self.path, resume)
             if resume and self.path.exists():
                 self._old = self._read_parquet()
             elif not resume:
@@ -251,7 +260,7 @@ class ParquetSink:
             self._lock_file.release()
             raise
         self.notes = self._journal.notes
-        self._journal.add_done(self._old)
+        self._journal.add_done(r for r in map(_row_record, self._old) if r is not None)
         self.count = 0
         self._closed = False
 
@@ -298,15 +307,13 @@ class ParquetSink:
     def _write_parquet(self) -> None:
         import pyarrow.parquet as pq
 
-        rows = [_flatten(row) for row in self._old]  # an older file's rows get the columns it lacks
+        # keyed by the record, not the row (a task id with a lone surrogate is kept in _EXTRA, its column null)
+        pairs = [(_key_or_none(_row_record(row)), _flatten(row)) for row in self._old]  # older rows: new columns
         if self.journal_path.exists():
-            rows += [_flatten(record) for _, record in scan_jsonl(self.journal_path, Scan())]
+            pairs += [(_key_or_none(r), _flatten(r)) for _, r in scan_jsonl(self.journal_path, Scan())]
         unique: dict[Key, dict[str, Any]] = {}
-        for row in rows:  # a crash between writing the file and removing the journal leaves rows in both
-            try:
-                unique.setdefault(record_key(row), row)
-            except (TypeError, ValueError, OverflowError):
-                unique[(f"<row {len(unique)}>", -1)] = row
+        for key, row in pairs:  # a crash between writing the file and removing the journal leaves rows in both
+            unique.setdefault(key or (f"<row {len(unique)}>", -1), row)
         table = self._pa.Table.from_pylist(list(unique.values()), schema=_schema(self._pa))
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
@@ -320,6 +327,21 @@ class ParquetSink:
                 f"{str(self.journal_path)!r}: make room and rerun with --resume"
             ) from None
         self.journal_path.unlink(missing_ok=True)
+
+
+def _key_or_none(record: dict[str, Any] | None) -> Key | None:
+    try:
+        return record_key(record) if record is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _row_record(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of a Parquet row (``None`` for a row whose JSON text does not parse)."""
+    try:
+        return decode_record(_unflatten(dict(row)))
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _flatten(record: dict[str, Any]) -> dict[str, Any]:
@@ -429,13 +451,12 @@ def _iter_parquet(path: Path, batch_rows: int, skipped: list[int] | None) -> Ite
         for batch in batches:
             for row in batch.to_pylist():
                 n += 1
-                try:
-                    record = _unflatten(row)
-                except (ValueError, TypeError, RecursionError):
+                record = _row_record(row)
+                if record is None:
                     if skipped is not None:
                         skipped.append(n)
                     continue
-                yield decode_record(record)
+                yield record
     except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors are OSError and ValueError kinds
         if isinstance(exc, CorruptOutput):
             raise

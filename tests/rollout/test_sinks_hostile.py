@@ -22,6 +22,7 @@ from aworld_gym.rollout.sinks import (
     JSONLSink,
     OutputBusy,
     OutputWriteError,
+    SinkError,
     iter_records,
     open_sink,
 )
@@ -66,6 +67,29 @@ def test_a_lone_surrogate_in_a_model_reply_is_recorded_and_reads_back(tmp_path, 
         assert [_strict(line)["task_id"] for line in out.read_bytes().splitlines()]  # valid UTF-8, every line
     s.render().encode("utf-8")  # the summary prints (its first error holds the surrogate, escaped)
     assert "\\ud83d" in s.first_errors["policy_error"]
+
+
+def test_parquet_keys_records_by_their_own_task_id_even_when_it_holds_a_surrogate(tmp_path):
+    """A task id that Parquet's text column cannot hold is kept in its extra column; two samples of it are two
+    records, and a resume knows both (the writer used to raise UnicodeEncodeError)."""
+    out = tmp_path / "ids.parquet"
+    sink = open_sink(out)
+    for sample in (0, 1):
+        sink.write({"task_id": "t\ud800", "sample": sample, "turns": []})
+    sink.close()
+    assert sorted((r["task_id"], r["sample"]) for r in iter_records(out)) == [("t\ud800", 0), ("t\ud800", 1)]
+    again = open_sink(out, resume=True)
+    assert again.done_keys() == {("t\ud800", 0), ("t\ud800", 1)}
+    again.close()
+
+
+def test_resume_refuses_what_is_not_a_regular_file(tmp_path):
+    """A FIFO as the output of a resumed run used to hang the read for good."""
+    for name in ("pipe.jsonl", "pipe.parquet"):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        with pytest.raises(SinkError, match="not a regular file"):
+            open_sink(fifo, resume=True)
 
 
 def _odd_record() -> dict:
