@@ -143,7 +143,7 @@ def test_malformed_records_are_skipped_and_counted_everywhere(tmp_path, capsys):
 
 
 def test_control_bytes_are_escaped_on_the_terminal_and_in_the_page(tmp_path, capsys):
-    hostile = record("t\x1b[2J", env_id="\x1b]0;pwned\x07", policy="p\r\x1b[31mred\u202e",
+    hostile = record("t\x1b[2J", env_id="\x1b]0;pwned\x07", policy="p\r\x1b[31mred\u202e\udc80",
                      termination="answer\x1b[8m\x9b", answer="</script><script>alert(1)</script>\ud800",
                      turns=[{"turn": 1, "action": "</SCRIPT >\x1b[1m", "reward": 1.0,
                              "tool_results": [{"name": "tool\x07\x1b]8;;http://x\x07", "error": "e\x1b[5m",
