@@ -14,7 +14,11 @@ Every case lists ``ok(text)`` (echoes ``ok:<text>``) and ``add_tool()`` (adds ``
 - ``bad_names``: names no OpenAI ``tools=`` API accepts (a space, a path, 300 characters, ``</tool_call>``, a NUL,
   the empty string) and two names that clean up to the same one;
 - ``duplicates``: ``dup`` listed twice with different descriptions;
-- ``deep_schema``: ``deep``, whose input schema nests 120 objects, and ``shallow`` (3 objects).
+- ``deep_schema``: ``deep``, whose input schema nests 120 objects, and ``shallow`` (3 objects);
+- ``secrets``: ``echo_secrets`` answers what a careless server would echo (as text and as structured content): over
+  stdio its ``TOKEN`` environment variable, over HTTP the request's ``Authorization`` header and path (with the
+  query);
+- ``unauthorized`` (HTTP): every POST is answered 401, the body echoing the ``Authorization`` header and the path.
 
 Any other tool called answers ``called <repr of its name> with <JSON of its arguments>``, so a test sees which
 name the call reached. Over HTTP every POST is answered with ``application/json`` (``text/event-stream`` when a
@@ -24,6 +28,7 @@ notification goes first), GET with 405: a minimal streamable-HTTP server without
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,6 +82,7 @@ CASES: dict[str, list[Any]] = {
         _tool("a.b"),
     ],
     "duplicates": [_tool("dup", description="the first dup"), _tool("dup", description="the second dup")],
+    "secrets": [_tool("echo_secrets")],
     "deep_schema": [_tool("deep", _deep(120)), _tool("shallow", _deep(3))],
 }
 
@@ -91,6 +97,8 @@ class Server:
             *CASES.get(case, []),
         ]
         self.lock = threading.Lock()
+        self.case = case
+        self.echoed = {"TOKEN": os.environ.get("TOKEN", "")}  # what echo_secrets answers (over HTTP: per request)
 
     def answer(self, msg: Any) -> list[dict[str, Any]]:
         """The messages to send back for ``msg`` (notifications first, then the response); none for a notification."""
@@ -121,6 +129,10 @@ class Server:
             return [changed, _text(rid, "added new_tool")]
         if name == "silent":
             return []
+        if name == "echo_secrets":
+            result = {"content": [{"type": "text", "text": json.dumps(self.echoed)}], "structuredContent": {
+                "seen": self.echoed}, "isError": False}  # fmt: skip
+            return [_reply(rid, result)]
         return [_text(rid, f"called {name!r} with {json.dumps(args, sort_keys=True)}")]
 
 
@@ -147,6 +159,16 @@ def serve_http(server: Server, port: int) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            echoed = {"authorization": self.headers.get("Authorization", ""), "path": self.path}
+            if server.case == "unauthorized":
+                data = f"unauthorized: {json.dumps(echoed)}".encode()
+                self.send_response(401)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            server.echoed = echoed
             try:
                 out = server.answer(json.loads(body))
             except ValueError:

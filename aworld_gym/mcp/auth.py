@@ -287,6 +287,9 @@ def redact(text: str, mcp_config: Any, sampling: Any = None) -> str:
     """``text`` with every literal secret of ``mcp_config`` (``auth`` secrets, ``headers`` and ``env`` values, a
     server's ``sampling`` API key) and of the env's ``sampling`` option replaced by ``***``: for messages that
     repeat a config (gymnasium's TypeError repeats every kwarg)."""
+    from aworld_gym.mcp.redact import redact as hide
+    from aworld_gym.mcp.redact import url_secrets
+
     if isinstance(mcp_config, str) and mcp_config.lstrip().startswith("{"):
         with contextlib.suppress(ValueError):
             mcp_config = json.loads(mcp_config)
@@ -300,6 +303,8 @@ def redact(text: str, mcp_config: Any, sampling: Any = None) -> str:
         for key in ("headers", "env"):
             if isinstance(entry.get(key), Mapping):
                 found += [str(v) for v in entry[key].values()]
+        if isinstance(entry.get("url"), str):
+            found += url_secrets(entry["url"])  # userinfo, query values
         auth = entry.get("auth")
         if isinstance(auth, Mapping):
             idp = auth.get("idp") if isinstance(auth.get("idp"), Mapping) else {}
@@ -308,7 +313,7 @@ def redact(text: str, mcp_config: Any, sampling: Any = None) -> str:
     for secret in sorted((s for s in found if isinstance(s, str) and len(s) >= 4), key=len, reverse=True):
         for form in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]):  # as is, in a repr, in JSON
             text = text.replace(form, "***")
-    return text
+    return hide(text)  # and every secret of the configs this process has read (aworld_gym.mcp.redact)
 
 
 # ----- one provider per (event loop, server URL, identity) ---------------------------------------------------------

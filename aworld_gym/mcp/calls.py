@@ -19,6 +19,7 @@ from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.images import ImageLimits, ToolImage
 from aworld_gym.mcp.listing import fetch_page
 from aworld_gym.mcp.namespace import RoutedTool
+from aworld_gym.mcp.redact import redact
 from aworld_gym.mcp.results import (
     SERVER_DIED,
     TIMEOUT,
@@ -121,11 +122,11 @@ async def send_internal(
     except MCPError as exc:
         if exc.code == CONNECTION_CLOSED or session_gone(exc):
             conn.mark_dead(generation)
-        raise ServerError(f"{name!r} failed: {exc.message}") from None
+        raise ServerError(redact(f"{name!r} failed: {exc.message}")) from None
     except Exception as exc:  # noqa: BLE001 - reported to the env as a ServerError
         if conn.transport_done():
             conn.mark_dead(generation)
-        raise ServerError(f"{name!r} failed: {type(exc).__name__}: {exc}") from None
+        raise ServerError(redact(f"{name!r} failed: {type(exc).__name__}: {exc}")) from None
 
 
 PROBE_TIMEOUT_S = 2.0

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.mcp.config import seconds
 
 CLIENT_NAME = "aworld-gym"
 ELICITATION_MODES = ("decline", "accept_defaults")
@@ -174,8 +175,7 @@ def _sampling(value: Any, where: str) -> SamplingEndpoint | Callable[..., Any] |
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{where}: sampling's base_url must be an http(s) URL, got {base_url!r}")
         timeout, cap = value.get("timeout_s", 120.0), value.get("max_tokens")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ConfigError(f"{where}: sampling's timeout_s must be a positive number of seconds, got {timeout!r}")
+        timeout = seconds(timeout, f"{where}: sampling's timeout_s")
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ConfigError(f"{where}: sampling's max_tokens must be a positive integer, got {cap!r}")
         return SamplingEndpoint(base_url, str(value["model"]), str(value.get("api_key") or ""), float(timeout), cap)

@@ -18,6 +18,7 @@ server that keeps no per-client state. ``auth`` (HTTP servers) is OAuth 2.1: see
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,27 @@ class ServerSpec:
     allow_tools: tuple[str, ...] | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold an API key: no repr
     auth: Any = field(default=None, repr=False)  # OAuth (aworld_gym.mcp.auth): holds secrets, no repr
+
+    def __post_init__(self) -> None:
+        from aworld_gym.mcp.redact import SECRETS, secrets_of
+
+        SECRETS.add(secrets_of(self))  # hidden in any text that leaves the process from now on
+
+    def __repr__(self) -> str:
+        from aworld_gym.mcp.redact import redact, redact_url
+
+        where = f"url={redact_url(self.url)!r}" if self.url else f"command={self.command!r}, args={list(self.args)!r}"
+        return redact(f"ServerSpec(name={self.name!r}, type={self.type!r}, {where})")
+
+    def where(self) -> str:
+        """Where the server is, as messages may show it (a URL without its secrets, or the command line)."""
+        from aworld_gym.mcp.redact import redact, redact_url
+
+        if self.type == "stdio":
+            return redact(f"command {self.command!r} {list(self.args)}")
+        if self.type == "inprocess":
+            return "in-process server"
+        return f"url {redact_url(self.url)!r}"
 
 
 def _is_server_object(obj: Any) -> bool:
@@ -252,12 +274,41 @@ def _pool(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:
     return pool
 
 
+MAX_SECONDS = 1_000_000.0  # about 11.6 days: past it a timeout means "never", which none of ours may
+
+
+def seconds(value: Any, where: str) -> float:
+    """``value`` as a number of seconds, or a :class:`ConfigError` naming ``where``: a finite number above 0 and at
+    most :data:`MAX_SECONDS`. ``NaN`` (which compares false with every bound: a ``NaN`` timeout abandoned every
+    call at once), infinity, 0, negatives, booleans, strings and huge numbers are refused.
+
+    Args:
+        value: The configured value.
+        where: What it configures, for the error (e.g. ``mcpServers['gaia']: 'timeout'``).
+    """
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where} must be a positive number of seconds, got {type(value).__name__} {shown}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range
+        number = math.inf
+    if not math.isfinite(number) or not 0 < number <= MAX_SECONDS:
+        raise ConfigError(f"{where} must be a positive number of seconds, at most {MAX_SECONDS:g}; got {shown}")
+    return number
+
+
+def count(value: Any, where: str, least: int = 1) -> int:
+    """``value`` as a whole number of at least ``least``, or a :class:`ConfigError` naming ``where`` (a float, even
+    a whole one, a boolean or a string is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ConfigError(f"{where} must be a whole number of at least {least}, got {type(value).__name__} {shown}")
+    return value
+
+
 def _positive(name: str, key: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"mcpServers[{name!r}]: {key!r} must be a positive number of seconds")
-    return float(value)
+    return None if value is None else seconds(value, f"mcpServers[{name!r}]: {key!r}")
 
 
 def _prefix(name: str, value: Any) -> str | None:

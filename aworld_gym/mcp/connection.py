@@ -14,6 +14,7 @@ from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
 from aworld_gym.mcp.errlog import CappedLog
+from aworld_gym.mcp.redact import redact
 from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
 logger = logging.getLogger(__name__)
@@ -203,15 +204,11 @@ class Connection:
 
     def _describe(self, what: str) -> str:
         spec = self.spec
-        where = {
-            "stdio": f"command {spec.command!r} {list(spec.args)}",
-            "inprocess": "in-process server",
-        }.get(spec.type, f"url {spec.url!r}")
-        msg = f"MCP server {spec.name!r} ({spec.type}, {where}) {what}"
+        msg = f"MCP server {spec.name!r} ({spec.type}, {spec.where()}) {what}"
         tail = self.stderr_tail()
         if tail:
             msg += f"\n--- server stderr (tail) ---\n{tail}"
-        return msg
+        return redact(msg)  # the URL's credentials, a header echoed back, a token the server printed
 
     def mark_dead(self, generation: int | None = None) -> None:
         """Mark the session dead (only if it is still the ``generation`` the failing call used)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import logging
 import threading
 import time
@@ -19,18 +20,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aworld_gym.base.calls import ToolCall
-from aworld_gym.base.errors import ConfigError, ServerError
+from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.arguments import check_arguments, json_problem
 from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities
-from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
+from aworld_gym.mcp.config import ServerSpec, count, parse_mcp_config, seconds
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.guard import guarded_step, run_calls
 from aworld_gym.mcp.images import ImageLimits, image_limits
 from aworld_gym.mcp.loop import HubLoop
-from aworld_gym.mcp.namespace import RoutedTool, openai_tools, rebuild_tools, refresh_tools
+from aworld_gym.mcp.namespace import RoutedTool, find_tool, openai_tools, rebuild_tools, refresh_tools
 from aworld_gym.mcp.pool import POOL
+from aworld_gym.mcp.redact import redact, redact_json
 from aworld_gym.mcp.results import (
     BAD_ARGUMENTS,
     INVALID_ARGUMENTS,
@@ -122,10 +124,10 @@ class ToolHub:
         capabilities: Capabilities | None = None,
         tool_images: bool | Mapping[str, Any] | ImageLimits = True,
     ) -> None:
-        if call_timeout <= 0:
-            raise ConfigError("call_timeout must be a positive number of seconds")
-        if max_argument_depth < 1:
-            raise ConfigError("max_argument_depth must be at least 1 (the arguments object itself)")
+        call_timeout = seconds(call_timeout, "ToolHub: call_timeout")
+        count(max_argument_depth, "ToolHub: max_argument_depth (the arguments object itself is 1)")
+        count(max_argument_chars, "ToolHub: max_argument_chars")
+        count(max_output_chars, "ToolHub: max_output_chars")
         self.specs = list(specs) if specs is not None else parse_mcp_config(mcp_config, servers)
         self.allow = list(allow) if allow is not None else None
         self.deny = list(deny or [])
@@ -265,7 +267,7 @@ class ToolHub:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             await self._aclose()
-            raise errors[0] if isinstance(errors[0], ServerError) else ServerError(str(errors[0]))
+            raise errors[0] if isinstance(errors[0], ServerError) else ServerError(redact(str(errors[0])))
         rebuild_tools(self)
         self._started = True
         with _open_lock:
@@ -322,6 +324,7 @@ class ToolHub:
         step = run_calls(self._call_one, calls, self.sequential)  # bounded even if a call ignores its cancellation
         results = await guarded_step(step, calls, self._conns, self._guard_timeout())
         await refresh_tools(self)
+        results = [_hide_secrets(r) for r in results]  # a config's secrets, echoed by a server or an error
         return cap_images(results, self.images)  # the step's image limits, in call order
 
     def _timeout(self, conn: Connection) -> float:
@@ -335,10 +338,11 @@ class ToolHub:
 
     async def _call_one(self, call: ToolCall) -> ToolResult:
         start = time.perf_counter()
-        tool = self._tools.get(call.name)
-        if tool is None:
-            names = ", ".join(self._tools) or "(none)"
-            return ToolResult(call, f"Error: unknown tool {call.name!r}. Available tools: {names}.", UNKNOWN_TOOL)
+        tool = find_tool(self._tools, call.name)  # a server's own name of a renamed tool reaches it too
+        if isinstance(tool, list):
+            names = ", ".join(tool or self._tools) or "(none)"
+            which = "Call it by one of these names" if tool else "Available tools"
+            return ToolResult(call, f"Error: unknown tool {call.name!r}. {which}: {names}.", UNKNOWN_TOOL)
         if self.guard is not None:
             try:
                 reason = self.guard(tool.name, call.arguments)
@@ -396,3 +400,11 @@ class ToolHub:
             *((POOL.release(c) if c.shared else c.stop()) for c in self._conns), return_exceptions=True
         )
         self._started = False
+
+
+def _hide_secrets(result: ToolResult) -> ToolResult:
+    """``result`` with the secrets of the process's configs hidden in its text and structured content."""
+    structured = redact_json(result.structured)
+    if structured is result.structured:
+        return result.with_text(redact(result.text))
+    return dataclasses.replace(result, text=redact(result.text), structured=structured)
