@@ -62,7 +62,7 @@ def _rollout(args: argparse.Namespace) -> int:
     print(summary.render(), flush=True)
     print(f"read the run: aworld-gym report {out} --html {Path(out).with_suffix('.html')}", flush=True)
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+        Path(args.summary_json).write_text(summary.to_json() + "\n", encoding="utf-8")
     return 0 if summary.recorded + summary.skipped == summary.episodes else 1
 
 

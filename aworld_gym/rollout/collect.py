@@ -9,6 +9,7 @@ samples in a row (a GRPO group); ``resume=True`` skips the keys already in the o
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.record_json import escape_surrogates
+from aworld_gym.rollout.record_json import clean_record, escape_surrogates
 from aworld_gym.rollout.sinks import Sink, open_sink
 from aworld_gym.rollout.stream import Rollout
 
@@ -136,6 +137,11 @@ class Summary:
             "failures": self.failures,
             "void": self.void,
         }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as strict JSON (what ``--summary-json`` writes): a NaN or infinite number (a mean of NaN
+        rewards) is ``null``, listed under ``_sink_marks`` (see :mod:`~aworld_gym.rollout.record_json`)."""
+        return escape_surrogates(json.dumps(clean_record(self.to_dict()), indent=2, ensure_ascii=False))
 
     def render(self) -> str:
         failures = ", ".join(f"{k} {v}" for k, v in self.failures.items()) or "none"

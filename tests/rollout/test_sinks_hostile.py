@@ -322,3 +322,14 @@ def test_out_naming_a_folder_is_one_clear_line(tmp_path, capsys, name):
     err = capsys.readouterr().err
     assert err.startswith("aworld-gym: error: the output") and "is a folder: name a file in it" in err
     assert err.count("\n") == 1
+
+
+def test_the_summary_json_stays_strict_json_with_a_nan_reward():
+    """``--summary-json`` used to write ``NaN`` (``json.dumps`` of a NaN mean reward), which strict readers refuse."""
+    from aworld_gym.rollout.collect import Summary
+
+    s = Summary(ENV, episodes=2)
+    s.add({"task_id": "a", "sample": 0, "reward": math.nan, "termination": "answer", "error": "x\ud800"})
+    doc = _strict(s.to_json().encode("utf-8"))
+    assert doc["mean_reward"] is None and ["mean_reward"] in [p for p, _ in doc[MARKS]["nonfinite"]]
+    assert doc["recorded"] == 1
