@@ -88,7 +88,7 @@ def url_secrets(url: str) -> list[str]:
 def secrets_of(spec: ServerSpec) -> list[str]:
     """The secret values of one server entry: see the module docstring."""
     found = url_secrets(spec.url or "")
-    for name, value in {**dict(spec.headers), **dict(spec.env)}.items():
+    for name, value in {**dict(spec.headers or {}), **dict(spec.env or {})}.items():
         found += _named(str(name), str(value))
     args = list(spec.args)
     for i, arg in enumerate(args):
