@@ -261,7 +261,10 @@ def test_a_full_disk_ends_the_run_with_one_line_and_what_was_written_stays_reada
     kwargs = json.dumps({"mcp_config": stdio_config(), "tasks": plan_tasks(6)})
     args = [sys.executable, "-m", "aworld_gym.cli", "rollout", "--env", ENV, "--env-kwargs", kwargs, "--episodes", "6",
             "--concurrency", "2", "--out", str(out), "--no-progress"]  # fmt: skip
-    p = subprocess.run(args, capture_output=True, text=True, timeout=240, preexec_fn=_limit_file_size(3_000))
+    # no bytecode: under the limit Python would leave .pyc files cut at 3 kB in the shared tree
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    p = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env,
+                       preexec_fn=_limit_file_size(3_000))  # fmt: skip
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and p.stderr.count("aworld-gym: error:") == 1, p.stderr
     assert "File too large (EFBIG)" in p.stderr and "--resume" in p.stderr
