@@ -26,7 +26,7 @@ from aworld_gym.rollout.sinks import (
     iter_records,
     open_sink,
 )
-from tests.helpers import demo_env_kwargs, plan_tasks, stdio_config
+from tests.helpers import demo_env_kwargs, plan_tasks
 
 ENV = "AWorld/MCP-v0"
 SUFFIXES = [".jsonl", ".parquet"]
@@ -258,13 +258,12 @@ def test_a_full_disk_ends_the_run_with_one_line_and_what_was_written_stays_reada
     """A real CLI run whose output cannot grow past 3 kB (RLIMIT_FSIZE): it used to end with two tracebacks and a
     torn last line; now one line on stderr, exit code 2, whole records in the file, and a resumed run carries on."""
     out = tmp_path / "run.jsonl"
-    kwargs = json.dumps({"mcp_config": stdio_config(), "tasks": plan_tasks(6)})
-    args = [sys.executable, "-m", "aworld_gym.cli", "rollout", "--env", ENV, "--env-kwargs", kwargs, "--episodes", "6",
+    # -B everywhere: under the limit Python would leave .pyc files cut at 3 kB in the shared tree
+    server = {"command": sys.executable, "args": ["-B", "-m", "aworld_gym.mcp.demo_server"]}
+    kwargs = json.dumps({"mcp_config": {"mcpServers": {"demo": server}}, "tasks": plan_tasks(6)})
+    args = [sys.executable, "-B", "-m", "aworld_gym.cli", "rollout", "--env", ENV, "--env-kwargs", kwargs, "--episodes", "6",
             "--concurrency", "2", "--out", str(out), "--no-progress"]  # fmt: skip
-    # no bytecode: under the limit Python would leave .pyc files cut at 3 kB in the shared tree
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    p = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env,
-                       preexec_fn=_limit_file_size(3_000))  # fmt: skip
+    p = subprocess.run(args, capture_output=True, text=True, timeout=240, preexec_fn=_limit_file_size(3_000))
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and p.stderr.count("aworld-gym: error:") == 1, p.stderr
     assert "File too large (EFBIG)" in p.stderr and "--resume" in p.stderr
