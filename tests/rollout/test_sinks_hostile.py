@@ -335,3 +335,24 @@ def test_the_summary_json_stays_strict_json_with_a_nan_reward():
     doc = _strict(s.to_json().encode("utf-8"))
     assert doc["mean_reward"] is None and ["mean_reward"] in [p for p, _ in doc[MARKS]["nonfinite"]]
     assert doc["recorded"] == 1
+
+
+def test_a_record_that_cannot_be_encoded_leaves_a_minimal_marked_record(tmp_path, monkeypatch):
+    """The last resort (the careful encoding itself failing, isolated here by a stand-in encoder): the episode's ids,
+    ending and error are kept with a mark saying why, instead of the episode being lost."""
+    real = sinks.encode_record
+
+    def fails_on_turns(record):
+        if "turns" in record:
+            raise MemoryError("a 3 GB transcript")
+        return real(record)
+
+    monkeypatch.setattr(sinks, "encode_record", fails_on_turns)
+    out = tmp_path / "min.jsonl"
+    sink = JSONLSink(out)
+    sink.write({"task_id": "a", "sample": 2, "status": "void", "termination": "env_crash", "error": "boom",
+                "turns": [{"action": "x"}]})  # fmt: skip
+    sink.close()
+    (back,) = iter_records(out)
+    assert back == {"task_id": "a", "sample": 2, "status": "void", "termination": "env_crash", "error": "boom",
+                    MARKS: {"unstorable": "MemoryError: a 3 GB transcript"}}  # fmt: skip
