@@ -9,8 +9,13 @@ Sampled token ids and logprobs are kept when the server returns them (``logprobs
 
 The request goes out through the SDK's documented ``client.post`` with the body as JSON and comes back as a plain
 dict (the SDK's typed request transform and response models cost more CPU than the rest of an episode), over
-aiohttp when it is installed (the SDK's own aiohttp transport; else httpx). The SDK's errors, timeouts and
-retry rules stay. Measured in ``benchmarks/peers.py``: see docs/benchmarks.md.
+aiohttp when it is installed (the SDK's own aiohttp transport; else httpx). The SDK's errors and retry rules stay.
+Measured in ``benchmarks/peers.py``: see docs/benchmarks.md.
+
+``timeout_s`` bounds each attempt as a whole (connect, headers and the whole body), not each read: an endpoint that
+trickles its reply a byte at a time is cut at ``timeout_s``. The sync face runs the same async request on the
+process's background loop, so both faces have that one deadline. A reply's text is made encodable (a lone surrogate
+becomes U+FFFD) before the env, the history sent back next turn, or a sink sees it.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import asyncio
 import json
 import os
 import random
+import re
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +33,12 @@ from typing import Any
 from aworld_gym.core.actions import Action, Sample, ToolCall
 from aworld_gym.core.errors import ConfigError, PolicyError
 from aworld_gym.core.prompts import render_system_prompt
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str decoded from JSON, any surrogate is a lone one
+
+
+class ReplyTimeout(TimeoutError):
+    """An attempt got no complete reply within the policy's ``timeout_s`` (retried as a transient failure)."""
 
 
 class OpenAIPolicy:
@@ -47,7 +58,8 @@ class OpenAIPolicy:
         max_concurrency: requests in flight at once (per event loop).
         retries: retries of a transient failure (so ``retries + 1`` attempts).
         backoff_s: first backoff; doubles per retry, with full jitter.
-        timeout_s: per-request timeout.
+        timeout_s: the most seconds one attempt may take as a whole: connect, headers and the whole body (an
+            endpoint trickling its reply is cut too); each retry gets its own ``timeout_s``.
     """
 
     name = "openai"
@@ -91,12 +103,11 @@ class OpenAIPolicy:
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
         self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
-        self._sync: Any = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Ray: clients are made where they are used
         state = dict(self.__dict__)
-        state.update(_async=None, _sync=None, _lock=None)
+        state.update(_async=None, _lock=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -129,17 +140,17 @@ class OpenAIPolicy:
             raise PolicyError(f"the endpoint returned no choices: {str(response)[:200]}")
         choice = choices[0]
         message = choice["message"]
-        text = message.get("content") or ""
+        text = _encodable(message.get("content") or "")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
-            text = f"<think>\n{reasoning}\n</think>\n{text}"
+            text = f"<think>\n{_encodable(reasoning)}\n</think>\n{text}"
         # Native calls go to the env as parsed calls; one with arguments that are not a JSON object leaves the
         # whole turn to the env's parser (which reports it).
         native = message.get("tool_calls") or []
         calls: list[ToolCall] | None = [] if native else None
         for i, call in enumerate(native):
             function = (call.get("function") if isinstance(call, dict) else None) or {}
-            name, raw = function.get("name") or "", function.get("arguments") or "{}"
+            name, raw = _encodable(function.get("name") or ""), function.get("arguments") or "{}"
             try:
                 args: Any = json.loads(raw) if isinstance(raw, str) else raw
             except json.JSONDecodeError:
@@ -152,10 +163,20 @@ class OpenAIPolicy:
 
     # ----- async face ------------------------------------------------------------------------------------
     async def aact(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
-        client, sem = self._async_client()
-        body = self.request(env)
+        return await self._apost(self.request(env), env)
+
+    async def _apost(self, body: dict[str, Any], env: Any, aiohttp: bool = True) -> Action:
+        client, sem = self._async_client(aiohttp)
         async with sem:
-            response = await self._aretry(lambda: client.post("/chat/completions", body=body, cast_to=object))
+            try:
+                response = await self._aretry(lambda: client.post("/chat/completions", body=body, cast_to=object))
+            except PolicyError as exc:
+                if not isinstance(exc.__cause__, UnicodeEncodeError):
+                    raise
+                # a lone surrogate in the history (a native call's arguments, a tool's text): not encodable as UTF-8,
+                # so sent with U+FFFD in its place; found by the SDK's own encoding, so the common case costs nothing
+                clean = _encodable_tree(body)
+                response = await self._aretry(lambda: client.post("/chat/completions", body=clean, cast_to=object))
         return self._render(response, env)
 
     def _render(self, response: Any, env: Any) -> Action:
@@ -170,7 +191,8 @@ class OpenAIPolicy:
         if entry is not None:
             await entry[0].close()
 
-    def _async_client(self) -> tuple[Any, asyncio.Semaphore]:
+    def _async_client(self, aiohttp: bool = True) -> tuple[Any, asyncio.Semaphore]:
+        """This loop's client (over aiohttp when ``aiohttp`` and it is installed, else httpx) and its semaphore."""
         loop = asyncio.get_running_loop()  # keyed by the loop object: ids are reused after a loop closes
         for old in [other for other in list(self._async) if other.is_closed()]:
             self._async.pop(old, None)  # a client refers to its loop: the entry would keep both for ever
@@ -178,7 +200,7 @@ class OpenAIPolicy:
             from openai import AsyncOpenAI
 
             client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0,
-                                 http_client=_aiohttp_client(self.timeout_s))  # fmt: skip
+                                 http_client=_aiohttp_client(self.timeout_s) if aiohttp else None)  # fmt: skip
             self._async[loop] = (client, asyncio.Semaphore(self.max_concurrency))
         return self._async[loop]
 
@@ -186,31 +208,47 @@ class OpenAIPolicy:
         for attempt in range(self.retries + 1):
             self.attempts += 1
             try:
-                return await send()
+                return await self._attempt(send)
             except Exception as exc:
                 if not _transient(exc) or attempt == self.retries:
                     raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 await asyncio.sleep(self._backoff(attempt, exc))
         raise AssertionError("unreachable")
 
+    async def _attempt(self, send: Callable[[], Any]) -> Any:
+        """One attempt under one deadline for all of it (the SDK's own timeout is per read: a trickle never ends)."""
+        deadline = asyncio.timeout(self.timeout_s)
+        try:
+            async with deadline:
+                return await send()
+        except TimeoutError:
+            if deadline.expired():
+                raise ReplyTimeout(
+                    f"no complete reply within timeout_s={self.timeout_s:g} s (connect, headers and body)"
+                ) from None
+            raise
+
     # ----- sync face -------------------------------------------------------------------------------------
     def act(self, env: Any, observation: str, info: dict[str, Any]) -> Action:
-        if self._sync is None:
-            from openai import OpenAI
+        """The sync face: the async request on the process's background loop, under the same whole-request deadline
+        (a blocking HTTP client can only bound each read)."""
+        from aworld_gym.mcp.loop import get_loop
 
-            self._sync = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
         body = self.request(env)
-        for attempt in range(self.retries + 1):
-            self.attempts += 1
-            try:
-                return self._render(self._sync.post("/chat/completions", body=body, cast_to=object), env)
-            except PolicyError:
-                raise
-            except Exception as exc:
-                if not _transient(exc) or attempt == self.retries:
-                    raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
-                time.sleep(self._backoff(attempt, exc))
-        raise AssertionError("unreachable")
+        loop = get_loop().loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("OpenAIPolicy.act was called on the background loop it waits on; await aact() there")
+        # over httpx: the background loop's client is never closed, and an unclosed aiohttp session warns at exit
+        future = asyncio.run_coroutine_threadsafe(self._apost(body, env, aiohttp=False), loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # an interrupted caller (Ctrl-C) leaves no request running
+            raise
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
         retry_after = _retry_after(exc)
@@ -230,10 +268,11 @@ def _aiohttp_client(timeout_s: float) -> Any:
 
 
 def _transient(exc: BaseException) -> bool:
-    """Connection errors, timeouts, 429 and 5xx are worth retrying; other errors are not."""
+    """Connection errors, timeouts (the SDK's, aiohttp's and :class:`ReplyTimeout`), 429 and 5xx are worth retrying;
+    other errors are not."""
     import openai
 
-    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError):
+    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError | TimeoutError):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 429
@@ -256,6 +295,23 @@ def _endpoint_error(exc: BaseException) -> str:
     if not reason or reason in text or " - " in str(exc) or reason.startswith("<"):
         return text  # none; already in the SDK's message (it appends " - <body>" for some bodies); an HTML page
     return f"{text} ({reason})"
+
+
+def _encodable(text: Any) -> Any:
+    """``text`` with each lone surrogate replaced by U+FFFD (such text cannot be encoded as UTF-8: the next request,
+    a sink or a terminal would fail on it); anything but a ``str`` unchanged (the caller reports it)."""
+    return _SURROGATE.sub("\ufffd", text) if isinstance(text, str) else text
+
+
+def _encodable_tree(value: Any) -> Any:
+    """A copy of a JSON-like request body with every string made :func:`_encodable` (keys included)."""
+    if isinstance(value, str):
+        return _encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable_tree(v) for v in value]
+    return value
 
 
 def _retry_after(exc: BaseException) -> float | None:
