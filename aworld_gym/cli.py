@@ -109,10 +109,14 @@ def _serve_python(args: argparse.Namespace) -> int:
 
 def _serve_env(args: argparse.Namespace) -> int:
     from aworld_gym.trainers.openenv import serve
+    from aworld_gym.trainers.openenv_protocol import ClientTasks
 
     kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+    client_tasks = ClientTasks(args.allow_client_tasks, args.client_files_root)
     serve(args.env, host=args.host, port=args.port, env_kwargs=kwargs, max_sessions=args.max_sessions,
-          token=args.token, session_timeout=args.session_timeout, out=args.out)  # fmt: skip
+          token=args.token, generate_token=args.generate_token, session_timeout=args.session_timeout, out=args.out,
+          allowed_origins=args.allowed_origin, allowed_hosts=args.allowed_host, client_tasks=client_tasks,
+          max_action_chars=args.max_action_chars, max_message_bytes=args.max_message_bytes)  # fmt: skip
     return 0
 
 
@@ -163,10 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_serve_python)
     v = sub.add_parser("serve-env", help="serve an env over OpenEnv's HTTP/WebSocket protocol (one env per session)")
     v.add_argument("env", help="environment id, e.g. AWorld/GAIA-v0")
-    v.add_argument("--host", default="127.0.0.1", help="anything but loopback needs --token")
+    v.add_argument("--host", default="127.0.0.1", help="anything but loopback gets a token (generated, printed)")
     v.add_argument("--port", type=int, default=8000)
-    v.add_argument("--max-sessions", type=int, default=8, help="WebSocket sessions (and envs) at once")
+    v.add_argument("--max-sessions", type=int, default=8, help="sessions (and envs) at once, POST /reset included")
     v.add_argument("--token", default=None, help="required from clients (else $AWORLD_GYM_SERVE_TOKEN)")
+    v.add_argument("--generate-token", action="store_true", help="on loopback too: generate a token and print it")
+    v.add_argument("--allowed-origin", action="append", default=[], help="a web Origin to accept (repeatable)")
+    v.add_argument("--allowed-host", action="append", default=[], help="a Host name to accept (repeatable)")
+    v.add_argument("--allow-client-tasks", action="store_true", help="accept a client's own task at reset")
+    v.add_argument("--client-files-root", default=None, help="the one folder a client task's files may name")
+    v.add_argument("--max-action-chars", type=int, default=256 * 1024, help="the longest action text a step takes")
+    v.add_argument("--max-message-bytes", type=int, default=2 * 1024 * 1024, help="request body / WebSocket message")
     v.add_argument("--session-timeout", type=float, default=None, help="close a session idle this many seconds")
     v.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make")
     v.add_argument("--out", default=None, help="append every episode's trajectory record to this JSONL file")

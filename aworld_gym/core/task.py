@@ -170,6 +170,34 @@ def read_jsonl(path: Path, text: str | None = None, objects: bool = True) -> lis
     return rows
 
 
+def confine_files(task: Task, root: str | Path | None) -> Task:
+    """``task`` with its files resolved inside ``root``, for a task that came from outside (a served env's client).
+
+    A file is a path relative to ``root`` naming an existing regular file there once symlinks are resolved; an
+    absolute path, a ``..`` part, a NUL byte, or a symlink that leads out of ``root`` is a :class:`TaskError`, and so
+    is any file at all when ``root`` is ``None``. The files come back as absolute resolved paths.
+    """
+    if not task.files:
+        return task
+    if root is None:
+        raise TaskError("a client task may not name files: the server has no client files root (--client-files-root)")
+    base = Path(root).expanduser().resolve()
+    out = []
+    for name in task.files:
+        shown = repr(name[:120]) + ("..." if len(name) > 120 else "")
+        parts = Path(name).parts
+        if not name or "\x00" in name or Path(name).is_absolute() or ".." in parts:
+            raise TaskError(f"task file {shown}: give a path relative to the client files root, without '..'")
+        try:
+            full = (base / name).resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            raise TaskError(f"task file {shown} does not exist under the client files root") from None
+        if not full.is_relative_to(base) or not full.is_file():
+            raise TaskError(f"task file {shown} is not a file inside the client files root")
+        out.append(str(full))
+    return Task(id=task.id, prompt=task.prompt, answer=task.answer, files=tuple(out), metadata=task.metadata)
+
+
 def pick_task(tasks: TaskSource, options: Mapping[str, Any], rng: Any) -> Task:
     """The task a reset asks for: ``options["task"]`` (a Task or a dict), ``"task_id"``, ``"task_index"``, else one
     drawn with ``rng`` (the env's own generator)."""

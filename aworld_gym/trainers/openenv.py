@@ -19,8 +19,18 @@ What this server adds to OpenEnv's:
   ``out=`` every episode (a finished one, or one whose client vanished mid-episode: ``policy_error``, void) is
   written as a JSONL record. An env that raises ends its episode as ``env_error`` (an observation with
   ``status: "void"``), and the session goes on with a fresh env at its next reset.
-- **A token** for anything not on loopback: ``Authorization: Bearer <token>``, or HTTP Basic with the token as the
-  password (what OpenEnv's client sends for ``http://user:<token>@host:port``). ``/health`` stays open.
+- **A guarded door** (:mod:`~aworld_gym.trainers.openenv_guard`): a browser's ``Origin`` and a foreign ``Host`` are
+  refused on every route; a token (``Authorization: Bearer <token>``, or HTTP Basic with the token as the password,
+  what OpenEnv's client sends for ``http://user:<token>@host:port``) is generated for any bind that is not loopback
+  and required on every route but ``/health``.
+- **Clients cannot widen what the env reads**: a client's own ``task`` is refused unless the operator allows client
+  tasks, and then its files must lie inside one folder (:class:`~aworld_gym.trainers.openenv_protocol.ClientTasks`).
+- **Bounded input**: request bodies and WebSocket messages (``max_message_bytes``), actions (``max_action_chars``),
+  ids; stateless ``POST /reset`` counts against ``max_sessions`` like a WebSocket session. Malformed input (invalid
+  JSON, wrong types, nesting too deep, binary frames that are not UTF-8) is answered in OpenEnv's error shape and the
+  socket stays open; no error repeats more than a cut of a client's value.
+- **The event loop stays free**: the envs run on a loop of their own in another thread, so a slow step never holds
+  up ``/health``, other sockets' messages or the session cap.
 
 The action is ``{"text": <the model's raw output>}`` (OpenEnv's ``metadata`` is accepted, any other field is
 refused); the observation carries ``text`` (the env's observation string), ``messages`` (the chat messages the env
@@ -31,14 +41,13 @@ added: the system prompt and task on reset, the tool responses after a step), ``
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hmac
-import ipaddress
 import json
 import logging
 import os
-from collections.abc import Mapping
+import sys
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +59,12 @@ from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
+from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, is_loopback, read_body, server_token
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
     AWorldObservation,
     AWorldState,
+    ClientTasks,
     SessionError,
     reset_options,
     wire,
@@ -62,6 +73,8 @@ from aworld_gym.trainers.openenv_protocol import (
 logger = logging.getLogger(__name__)
 
 TOKEN_ENV = "AWORLD_GYM_SERVE_TOKEN"
+MAX_ACTION_CHARS = 256 * 1024
+MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 
 
 class Session:
@@ -73,7 +86,7 @@ class Session:
         self.episode_id: str | None = None
 
     async def reset(self, data: Mapping[str, Any]) -> AWorldObservation:
-        seed, options, episode_id = reset_options(data)
+        seed, options, episode_id = reset_options(data, self.server.client_tasks)
         self.abandon()
         if self.episode is None:
             self.episode = TextEpisode(self.server.pool, self.server.env_id, "openenv")
@@ -91,7 +104,12 @@ class Session:
         try:
             action = AWorldAction.model_validate(data)
         except ValidationError as exc:
-            raise SessionError(f"invalid action: {exc.errors(include_url=False)}", "VALIDATION_ERROR") from None
+            where = "; ".join(f"{'.'.join(cut(str(x), 40) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+            raise SessionError(f"invalid action: {where}", "VALIDATION_ERROR") from None
+        limit = self.server.max_action_chars
+        if len(action.text) > limit:
+            raise SessionError(f"the action is {len(action.text)} characters; the limit is {limit} (--max-action-chars)",
+                               "VALIDATION_ERROR")  # fmt: skip
         episode = self.episode
         if episode is None or not episode.started:
             raise SessionError("no episode is running: send a reset first")
@@ -112,6 +130,10 @@ class Session:
                                  task_id=t.task_id, turn=t.num_turns, status=t.status, termination=t.termination,
                                  reward_components=dict(turn.info.get("reward_components") or {}), score=t.score,
                                  error=turn.error)  # fmt: skip
+
+    async def astate(self) -> AWorldState:
+        """:meth:`state` on the env loop (where the episode changes)."""
+        return self.state()
 
     def state(self) -> AWorldState:
         if self.episode is None:
@@ -134,30 +156,105 @@ class Session:
             await self.episode.close()
 
 
+class EnvLoop:
+    """The event loop the served envs live on, in a thread of its own (started at first use).
+
+    The server's own loop only reads and writes sockets: every env call (reset, step, close) hops here, so a step
+    that is slow or CPU-bound never holds up ``/health``, another socket's messages or the session cap. All envs
+    share this one loop (an env's MCP sessions are bound to the loop that first used it, and pooled envs move
+    between sessions).
+    """
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self.loop is None:
+                loop, ready = asyncio.new_event_loop(), threading.Event()
+                self._thread = threading.Thread(target=self._main, args=(loop, ready), name="aworld-gym-serve-env",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+                ready.wait()
+                self.loop = loop
+            return self.loop
+
+    @staticmethod
+    def _main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Await ``coro`` on the env loop (cancelling this await cancels it there)."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._started()))
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread, self.loop, self._thread = self.loop, self._thread, None, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(30)
+
+
+def answer(body: Mapping[str, Any], status: int = 200, **headers: str) -> Any:
+    """A JSON response (ASCII-escaped: a client's lone surrogate cannot break the encoding)."""
+    from starlette.responses import Response
+
+    return Response(json.dumps(body, default=str), status_code=status, media_type="application/json",
+                    headers=headers or None)  # fmt: skip
+
+
 class EnvServer:
     """An env id served over OpenEnv's protocol (see the module's docstring).
 
     Args:
         env_id: a registered id (``AWorld/GAIA-v0``) or a zero-argument env factory.
         env_kwargs: ``gym.make`` keywords.
-        max_sessions: WebSocket sessions (and envs) at once.
+        max_sessions: sessions (and envs) at once: WebSocket sessions and stateless ``POST /reset`` requests.
         token: required on every route but ``/health`` when set.
         session_timeout: seconds a session may stay silent before it is closed (``None``: never).
         out: a JSONL file every episode's record is appended to.
+        host: the address served on (an accepted ``Host`` header besides loopback).
+        allowed_origins: web ``Origin`` values accepted (none by default: a browser page is refused).
+        allowed_hosts: ``Host`` names accepted besides loopback and ``host`` (checked when there is no token).
+        client_tasks: whether a client may bring its own task, and the one folder its files may name.
+        max_action_chars: the longest action text a step takes.
+        max_message_bytes: the largest request body or WebSocket message.
     """
 
     def __init__(self, env_id: Any, env_kwargs: Mapping[str, Any] | None = None, *, max_sessions: int = 8,
-                 token: str | None = None, session_timeout: float | None = None,
-                 out: str | Path | None = None) -> None:  # fmt: skip
+                 token: str | None = None, session_timeout: float | None = None, out: str | Path | None = None,
+                 host: str | None = None, allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
+                 client_tasks: ClientTasks | None = None, max_action_chars: int = MAX_ACTION_CHARS,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:  # fmt: skip
         if max_sessions < 1:
             raise ConfigError(f"max_sessions must be at least 1, got {max_sessions}")
+        if max_action_chars < 1 or max_message_bytes < 1024:
+            raise ConfigError(f"max_action_chars must be at least 1 and max_message_bytes at least 1024, got "
+                              f"{max_action_chars} and {max_message_bytes}")  # fmt: skip
+        self.client_tasks = client_tasks or ClientTasks()
+        if self.client_tasks.files_root is not None and not Path(self.client_tasks.files_root).expanduser().is_dir():
+            raise ConfigError(f"the client files root {str(self.client_tasks.files_root)!r} is not a folder")
         aworld_gym.register_envs()
         self.env_id = env_id if isinstance(env_id, str) else getattr(env_id, "__qualname__", "env")
         self.pool = EnvPool(env_factory(env_id, env_kwargs), max_idle=max_sessions)
-        self.max_sessions, self.token, self.session_timeout = max_sessions, token or None, session_timeout
+        self.max_sessions, self.session_timeout = max_sessions, session_timeout
+        self.guard = Guard(token, host, allowed_origins, allowed_hosts)
+        self.max_action_chars, self.max_message_bytes = max_action_chars, max_message_bytes
+        self.envs = EnvLoop()
         self.sessions = 0
         self.episodes_written = 0
         self._out = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 - closed in aclose
+
+    @property
+    def token(self) -> str | None:
+        return self.guard.token
 
     # ----- records -----------------------------------------------------------------------------------------
     def write(self, traj: Trajectory) -> None:
@@ -166,83 +263,89 @@ class EnvServer:
             self._out.flush()
             self.episodes_written += 1
 
-    # ----- auth --------------------------------------------------------------------------------------------
     def authorized(self, headers: Mapping[str, str]) -> bool:
-        if self.token is None:
-            return True
-        value = headers.get("authorization", "")
-        scheme, _, cred = value.partition(" ")
-        if scheme.lower() == "bearer":
-            given = cred.strip()
-        elif scheme.lower() == "basic":
-            try:
-                given = base64.b64decode(cred.strip()).decode().partition(":")[2]
-            except (ValueError, UnicodeDecodeError):
-                return False
-        else:
-            return False
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        """Whether the headers carry the token (always, when there is none)."""
+        return self.guard.authorized(headers)
+
+    def at_capacity(self) -> bool:
+        return self.sessions >= self.max_sessions
+
+    def capacity_error(self) -> dict[str, Any]:
+        return {"message": f"Server at capacity: {self.sessions}/{self.max_sessions} sessions active. Cannot "
+                "accept new connections.", "code": "CAPACITY_REACHED", "active_sessions": self.sessions,
+                "max_sessions": self.max_sessions}  # fmt: skip
 
     # ----- the app -----------------------------------------------------------------------------------------
     def app(self) -> Any:
         """The Starlette ASGI app (serve it with uvicorn, or mount it)."""
         from starlette.applications import Starlette
-        from starlette.responses import JSONResponse
         from starlette.routing import Route, WebSocketRoute
 
-        def guarded(handler: Any) -> Any:
+        def guarded(handler: Any, need_token: bool = True) -> Any:
             async def route(request: Any) -> Any:
-                if not self.authorized(request.headers):
-                    return JSONResponse({"detail": "missing or wrong token"}, status_code=401,
-                                        headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+                try:
+                    self.guard.check(request.headers, need_token)
+                except Refused as exc:
+                    extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+                    return answer({"detail": str(exc)}, exc.status, **extra)
                 return await handler(request)
 
             return route
 
         async def health(request: Any) -> Any:
-            return JSONResponse({"status": "healthy", "sessions": self.sessions, "max_sessions": self.max_sessions})
+            return answer({"status": "healthy", "sessions": self.sessions, "max_sessions": self.max_sessions})
 
         async def schema(request: Any) -> Any:
-            return JSONResponse({"action": AWorldAction.model_json_schema(),
-                                 "observation": AWorldObservation.model_json_schema(),
-                                 "state": AWorldState.model_json_schema()})  # fmt: skip
+            return answer({"action": AWorldAction.model_json_schema(),
+                           "observation": AWorldObservation.model_json_schema(),
+                           "state": AWorldState.model_json_schema()})  # fmt: skip
 
         async def metadata(request: Any) -> Any:
-            return JSONResponse({"name": self.env_id, "description": f"{self.env_id} from aworld-gym: MCP tool "
-                                 "episodes; the action is the model's raw text", "readme_content": None,
-                                 "version": aworld_gym.__version__, "author": "aworld-gym",
-                                 "documentation_url": None})  # fmt: skip
+            return answer({"name": self.env_id, "description": f"{self.env_id} from aworld-gym: MCP tool "
+                           "episodes; the action is the model's raw text", "readme_content": None,
+                           "version": aworld_gym.__version__, "author": "aworld-gym",
+                           "documentation_url": None})  # fmt: skip
 
         async def http_reset(request: Any) -> Any:
             # OpenEnv's HTTP routes are stateless (a fresh env per request): reset shows the first observation.
-            body = await request.body()
             try:
-                data = json.loads(body) if body else {}
+                body = await read_body(request, self.max_message_bytes)
+            except Refused as exc:
+                return answer({"detail": str(exc), "code": "VALIDATION_ERROR"}, exc.status)
+            try:
+                data = json_message(body) if body else {}
                 if not isinstance(data, dict):
                     raise SessionError("the body is a JSON object", "VALIDATION_ERROR")
-                session = Session(self)
-                try:
-                    obs = await session.reset(data)
-                finally:
-                    if session.episode is not None:  # not an episode anyone will finish: nothing to record
-                        await session.episode.close()
-            except (json.JSONDecodeError, SessionError) as exc:
-                return JSONResponse({"detail": str(exc)}, status_code=422)
-            return JSONResponse(wire(obs))
+            except SessionError as exc:
+                return answer({"detail": str(exc), "code": exc.code}, 422)
+            if self.at_capacity():
+                error = self.capacity_error()
+                return answer({"detail": error.pop("message"), **error}, 503)
+            self.sessions += 1
+            try:
+                obs = await self.envs.run(self._stateless_reset(data))
+            except SessionError as exc:
+                return answer({"detail": str(exc), "code": exc.code}, 422)
+            except Exception:  # the boundary: a bug is logged, the client gets a short answer
+                logger.exception("POST /reset failed")
+                return answer({"detail": "the server failed on this request", "code": "EXECUTION_ERROR"}, 500)
+            finally:
+                self.sessions -= 1
+            return answer(wire(obs))
 
         async def http_step(request: Any) -> Any:
-            return JSONResponse({"detail": "an AWorld episode keeps state between steps: step it over the "
-                                 "WebSocket at /ws (OpenEnv's HTTP /step runs on a fresh env)"}, status_code=409)  # fmt: skip
+            return answer({"detail": "an AWorld episode keeps state between steps: step it over the WebSocket at "
+                           "/ws (OpenEnv's HTTP /step runs on a fresh env)"}, 409)  # fmt: skip
 
         async def http_state(request: Any) -> Any:
-            return JSONResponse(AWorldState(env_id=self.env_id).model_dump())
+            return answer(AWorldState(env_id=self.env_id).model_dump())
 
         async def mcp(request: Any) -> Any:
-            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message":
-                                 "Environment does not support MCP", "data": None}})  # fmt: skip
+            return answer({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message":
+                           "Environment does not support MCP", "data": None}})  # fmt: skip
 
         routes = [
-            Route("/health", health, methods=["GET"]),
+            Route("/health", guarded(health, need_token=False), methods=["GET"]),
             Route("/schema", guarded(schema), methods=["GET"]),
             Route("/metadata", guarded(metadata), methods=["GET"]),
             Route("/reset", guarded(http_reset), methods=["POST"]),
@@ -259,15 +362,23 @@ class EnvServer:
 
         return Starlette(routes=routes, lifespan=lifespan)
 
+    async def _stateless_reset(self, data: dict[str, Any]) -> AWorldObservation:
+        session = Session(self)
+        try:
+            return await session.reset(data)
+        finally:
+            if session.episode is not None:  # not an episode anyone will finish: nothing to record
+                await session.episode.close()
+
     async def websocket(self, ws: Any) -> None:
-        if not self.authorized(ws.headers):
-            await ws.close(code=1008, reason="missing or wrong token")
+        try:
+            self.guard.check(ws.headers)
+        except Refused as exc:
+            await ws.close(code=1008, reason=str(exc)[:120])
             return
         await ws.accept()
-        if self.sessions >= self.max_sessions:
-            await self._error(ws, f"Server at capacity: {self.sessions}/{self.max_sessions} sessions active. Cannot "
-                              "accept new connections.", "CAPACITY_REACHED", active_sessions=self.sessions,
-                              max_sessions=self.max_sessions)  # fmt: skip
+        if self.at_capacity():
+            await self._error(ws, **self.capacity_error())
             with contextlib.suppress(Exception):
                 await ws.close(code=1000)
             return
@@ -277,82 +388,122 @@ class EnvServer:
             await self._serve(ws, session)
         finally:
             self.sessions -= 1
-            await session.close()
+            await self.envs.run(session.close())
 
     async def _serve(self, ws: Any, session: Session) -> None:
-        from starlette.websockets import WebSocketDisconnect
-
         while True:
             try:
-                raw = await asyncio.wait_for(ws.receive_text(), self.session_timeout)
+                frame = await asyncio.wait_for(ws.receive(), self.session_timeout)
             except TimeoutError:
                 await self._error(ws, f"the session was idle for {self.session_timeout:g} s and is closed",
                                   "SESSION_ERROR")  # fmt: skip
                 with contextlib.suppress(Exception):
                     await ws.close(code=1000)
                 return
-            except (WebSocketDisconnect, RuntimeError, KeyError):
-                return  # the client went away (or sent a binary frame after closing)
+            except RuntimeError:
+                return  # the client went away
+            if frame.get("type") == "websocket.disconnect":
+                return
             try:
-                msg = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                await self._error(ws, f"Invalid JSON: {exc}", "INVALID_JSON")
-                continue
-            kind = msg.get("type") if isinstance(msg, dict) else None
-            try:
-                if kind == "reset":
-                    data = msg.get("data") or {}
-                    if not isinstance(data, dict):
-                        raise SessionError("a reset's data is an object", "VALIDATION_ERROR")
-                    reply = {"type": "observation", "data": wire(await session.reset(data))}
-                elif kind == "step":
-                    reply = {"type": "observation", "data": wire(await session.step(msg.get("data")))}
-                elif kind == "state":
-                    reply = {"type": "state", "data": session.state().model_dump()}
-                elif kind == "close":
-                    return
-                else:
-                    raise SessionError(f"Unknown message type: {kind!r} (reset, step, state, close)", "UNKNOWN_TYPE")
+                reply = await self._answer(session, self._decode(frame))
             except SessionError as exc:
                 await self._error(ws, str(exc), exc.code)
                 continue
+            except Exception:  # the boundary: a bug is logged, the session goes on
+                logger.exception("serve-env: a message failed")
+                await self._error(ws, "the server failed on this message", "EXECUTION_ERROR")
+                continue
+            if reply is None:
+                return
             try:
                 await ws.send_text(json.dumps(reply, default=str))
             except Exception:  # noqa: BLE001 - the client went away while the step ran
                 return
+
+    def _decode(self, frame: Mapping[str, Any]) -> Any:
+        """A frame's JSON message (text, or a binary frame holding UTF-8 text), bounded in size and depth."""
+        raw = frame.get("text")
+        if raw is None:
+            data = frame.get("bytes") or b""
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise SessionError("a binary frame that is not UTF-8 text: send JSON as text", "INVALID_JSON") from None
+        if len(raw) > self.max_message_bytes:
+            raise SessionError(f"the message is over {self.max_message_bytes} bytes (--max-message-bytes)",
+                               "VALIDATION_ERROR")  # fmt: skip
+        return json_message(raw)
+
+    async def _answer(self, session: Session, msg: Any) -> dict[str, Any] | None:
+        """The reply to one message (``None``: the client closed the session)."""
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        if kind == "reset":
+            data = msg.get("data")
+            if data is None:
+                data = {}
+            if not isinstance(data, dict):
+                raise SessionError(f"a reset's data is an object, got {cut(data)}", "VALIDATION_ERROR")
+            return {"type": "observation", "data": wire(await self.envs.run(session.reset(data)))}
+        if kind == "step":
+            return {"type": "observation", "data": wire(await self.envs.run(session.step(msg.get("data"))))}
+        if kind == "state":
+            return {"type": "state", "data": (await self.envs.run(session.astate())).model_dump()}
+        if kind == "close":
+            return None
+        raise SessionError(f"Unknown message type: {cut(kind)} (reset, step, state, close)", "UNKNOWN_TYPE")
 
     @staticmethod
     async def _error(ws: Any, message: str, code: str, **extra: Any) -> None:
         with contextlib.suppress(Exception):
             await ws.send_text(json.dumps({"type": "error", "data": {"message": message, "code": code, **extra}}))
 
+    def uvicorn_config(self, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> Any:
+        """uvicorn's config for this server's app, with the WebSocket message bound (``max_message_bytes``)."""
+        import uvicorn
+
+        return uvicorn.Config(self.app(), host=host, port=port, log_level=log_level,
+                              ws_max_size=self.max_message_bytes)  # fmt: skip
+
     async def aclose(self) -> None:
-        """Close every idle env (their servers stop) and the record file."""
-        await self.pool.aclose()
+        """Close every idle env (their servers stop), the env loop and the record file."""
+        await self.envs.run(self.pool.aclose())
+        self.envs.stop()
         if self._out is not None:
             self._out.close()
             self._out = None
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def json_message(raw: str | bytes) -> Any:
+    """Parse a client's JSON; a :class:`SessionError` (``INVALID_JSON``) for invalid text, bytes that are not UTF-8,
+    or nesting too deep to parse."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        return json.loads(raw)
+    except RecursionError:
+        raise SessionError("Invalid JSON: nested too deeply", "INVALID_JSON") from None
+    except UnicodeDecodeError:
+        raise SessionError("Invalid JSON: not UTF-8", "INVALID_JSON") from None
+    except ValueError as exc:
+        raise SessionError(f"Invalid JSON: {str(exc)[:200]}", "INVALID_JSON") from None
 
 
 def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs: Mapping[str, Any] | None = None,
-          max_sessions: int = 8, token: str | None = None, session_timeout: float | None = None,
-          out: str | Path | None = None, log_level: str = "warning") -> None:  # fmt: skip
-    """Serve ``env_id`` until interrupted. A host that is not loopback needs a token (``token=`` or
-    ``$AWORLD_GYM_SERVE_TOKEN``)."""
+          max_sessions: int = 8, token: str | None = None, generate_token: bool = False,
+          session_timeout: float | None = None, out: str | Path | None = None, log_level: str = "warning",
+          allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
+          client_tasks: ClientTasks | None = None, max_action_chars: int = MAX_ACTION_CHARS,
+          max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:  # fmt: skip
+    """Serve ``env_id`` until interrupted (see :class:`EnvServer` for the arguments). The token is ``token=``, else
+    ``$AWORLD_GYM_SERVE_TOKEN``, else, for a host that is not loopback (or with ``generate_token``), a new one,
+    printed to stderr with the URL a client uses."""
     import uvicorn
 
-    token = token or os.environ.get(TOKEN_ENV) or None
-    if token is None and not is_loopback(host):
-        raise ConfigError(f"serving on {host} (not loopback) needs a token: --token or ${TOKEN_ENV}")
+    token, generated = server_token(host, token or os.environ.get(TOKEN_ENV), generate_token)
     server = EnvServer(env_id, env_kwargs, max_sessions=max_sessions, token=token, session_timeout=session_timeout,
-                       out=out)  # fmt: skip
-    uvicorn.run(server.app(), host=host, port=port, log_level=log_level, ws_max_size=64 * 1024 * 1024)
+                       out=out, host=host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
+                       client_tasks=client_tasks, max_action_chars=max_action_chars,
+                       max_message_bytes=max_message_bytes)  # fmt: skip
+    if generated:
+        shown = host if is_loopback(host) or host not in ("0.0.0.0", "::") else "<this-host>"
+        print(f"serve-env token: {token}\nclients send 'Authorization: Bearer <token>' or use "
+              f"http://aworld:<token>@{shown}:{port}", file=sys.stderr, flush=True)  # fmt: skip
+    uvicorn.Server(server.uvicorn_config(host, port, log_level)).run()

@@ -4,9 +4,15 @@ schemas ``/schema`` serves, the observation as sent, a reset's fields, and the e
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from aworld_gym.core.errors import TaskError
+from aworld_gym.core.task import Task, confine_files
+from aworld_gym.trainers.openenv_guard import cut
 
 
 class AWorldAction(BaseModel):
@@ -64,19 +70,76 @@ def wire(obs: AWorldObservation) -> dict[str, Any]:
             "done": obs.done}  # fmt: skip
 
 
-def reset_options(data: Mapping[str, Any]) -> tuple[int | None, dict[str, Any] | None, str | None]:
+RESET_FIELDS = ("seed", "episode_id", "options", "task_id", "task_index", "task")
+TASK_OPTIONS = ("task_id", "task_index", "task")
+MAX_ID_CHARS = 256
+
+
+@dataclass(frozen=True)
+class ClientTasks:
+    """Whether a client may bring its own ``task`` at reset, and the one folder its files may name.
+
+    Attributes:
+        allowed: a client ``task`` is refused unless the operator allows it (``--allow-client-tasks``).
+        files_root: the folder a client task's files must lie in (``--client-files-root``); without one, a client
+            task may name no files.
+    """
+
+    allowed: bool = False
+    files_root: str | Path | None = None
+
+
+def reset_options(data: Mapping[str, Any], client_tasks: ClientTasks | None = None,
+                  ) -> tuple[int | None, dict[str, Any] | None, str | None]:  # fmt: skip
     """``(seed, options, episode_id)`` from a reset message's data: ``seed``, ``episode_id``, the task as
-    ``task_id`` / ``task_index`` / ``task``, or ``options`` (``reset``'s, passed as they are)."""
-    seed = data.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise SessionError(f"seed must be a non-negative integer, got {seed!r}", "VALIDATION_ERROR")
-    options = dict(data.get("options") or {})
-    for key in ("task_id", "task_index", "task"):
-        if key in data:
-            options[key] = data[key]
-    unknown = set(data) - {"seed", "episode_id", "options", "task_id", "task_index", "task"}
+    ``task_id`` / ``task_index`` / ``task``, or ``options`` (holding only those three). Every value is checked (a
+    wrong type or an oversized value is a ``VALIDATION_ERROR`` that repeats at most a cut of it); a client ``task``
+    is refused unless ``client_tasks`` allows it, and then its files must lie inside its root."""
+    unknown = [k for k in data if k not in RESET_FIELDS]
     if unknown:
-        raise SessionError(f"unknown reset field(s) {sorted(unknown)}: seed, episode_id, task_id, task_index, task, "
-                           "options are known", "VALIDATION_ERROR")  # fmt: skip
+        raise SessionError(f"unknown reset field(s) {', '.join(cut(k) for k in unknown[:5])}: seed, episode_id, "
+                           "task_id, task_index, task, options are known", "VALIDATION_ERROR")  # fmt: skip
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64):
+        raise SessionError(f"seed must be an integer in [0, 2**64), got {cut(seed)}", "VALIDATION_ERROR")
+    given = data.get("options")
+    if given is not None and not isinstance(given, dict):
+        raise SessionError(f"options must be an object, got {cut(given)}", "VALIDATION_ERROR")
+    options = dict(given or {})
+    unknown = [k for k in options if k not in TASK_OPTIONS]
+    if unknown:
+        raise SessionError(f"unknown option(s) {', '.join(cut(k) for k in unknown[:5])}: task_id, task_index, task "
+                           "are known", "VALIDATION_ERROR")  # fmt: skip
+    options.update({key: data[key] for key in TASK_OPTIONS if key in data})
+    if "task_id" in options:
+        options["task_id"] = _short_id("task_id", options["task_id"])
+    index = options.get("task_index")
+    if "task_index" in options and (isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 2**31):
+        raise SessionError(f"task_index must be a non-negative integer, got {cut(index)}", "VALIDATION_ERROR")
+    if "task" in options:
+        options["task"] = client_task(options["task"], client_tasks or ClientTasks())
     episode_id = data.get("episode_id")
-    return seed, options or None, str(episode_id) if episode_id is not None else None
+    return seed, options or None, None if episode_id is None else _short_id("episode_id", episode_id)
+
+
+def client_task(row: Any, policy: ClientTasks) -> Task:
+    """A client's own task, if ``policy`` allows one: its files confined to the policy's root."""
+    if not policy.allowed:
+        raise SessionError("a client task is refused: this server serves its own tasks (pick one with task_id or "
+                           "task_index; the operator may allow client tasks with --allow-client-tasks)",
+                           "VALIDATION_ERROR")  # fmt: skip
+    if not isinstance(row, dict):
+        raise SessionError(f"task must be an object, got {cut(row)}", "VALIDATION_ERROR")
+    try:
+        return confine_files(Task.from_dict(row), policy.files_root)
+    except TaskError as exc:
+        raise SessionError(f"invalid task: {str(exc)[:400]}", "VALIDATION_ERROR") from None
+
+
+def _short_id(name: str, value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18:
+        return str(value)
+    if isinstance(value, str) and len(value) <= MAX_ID_CHARS:
+        return value
+    raise SessionError(f"{name} must be a string of at most {MAX_ID_CHARS} characters, got {cut(value)}",
+                       "VALIDATION_ERROR")  # fmt: skip

@@ -11,14 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.mcp.shared import free_port
 from tests.helpers import ANSWER, CALL, ROOT, demo_env_kwargs, stdio_config, wait_until
 
@@ -188,7 +186,7 @@ def in_process(env_kwargs: dict | None = None, **server_kwargs):
 
     server = EnvServer("AWorld/MCP-v0", env_kwargs or demo_env_kwargs(4), **server_kwargs)
     port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(server.app(), host="127.0.0.1", port=port, log_level="error"))
+    uv = uvicorn.Server(server.uvicorn_config("127.0.0.1", port, "error"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     assert wait_until(lambda: uv.started, 30)
@@ -205,7 +203,7 @@ async def talk(address: str, frames: list, headers: dict | None = None) -> list[
     replies = []
     async with websockets.connect(f"ws://{address}/ws", additional_headers=headers) as ws:
         for frame in frames:
-            await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+            await ws.send(frame if isinstance(frame, str | bytes) else json.dumps(frame))
             replies.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
     return replies
 
@@ -259,11 +257,7 @@ def test_a_token_guards_every_route_but_health():
     assert denied["error"] and "ConnectionError" in denied["error"]
 
 
-def test_not_loopback_needs_a_token_and_idle_sessions_are_closed():
-    from aworld_gym.trainers.openenv import serve
-
-    with pytest.raises(ConfigError, match="needs a token"):
-        serve("AWorld/MCP-v0", host="0.0.0.0")
+def test_idle_sessions_are_closed():
     with in_process(session_timeout=0.5) as (address, server):
         (err,) = idle(address)
         assert err["data"]["code"] == "SESSION_ERROR" and "idle" in err["data"]["message"]
@@ -284,10 +278,17 @@ def idle(address: str) -> list[dict]:
     return asyncio.run(_idle(address))
 
 
-def test_serve_env_cli_refuses_a_public_host_without_a_token():
-    done = subprocess.run([sys.executable, "-m", "aworld_gym.cli", "serve-env", "AWorld/MCP-v0", "--host",
-                           "0.0.0.0"], capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 2 and "needs a token" in done.stderr
+def test_serve_env_cli_generates_a_token_for_a_public_host():
+    """Not loopback: a token is generated and printed (it used to refuse to start), and every route but /health
+    needs it."""
+    with serve_env("AWorld/MCP-v0", stdio_kwargs(), "--host", "0.0.0.0") as (url, proc):
+        line = proc.stderr.readline().decode()
+        assert line.startswith("serve-env token: "), line
+        token = line.split(": ", 1)[1].strip()
+        assert len(token) >= 32
+        assert httpx.get(url + "/schema").status_code == 401
+        assert httpx.get(url + "/schema", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert httpx.get(url + "/health").status_code == 200
 
 
 def test_http_reset_is_stateless_and_step_points_to_the_websocket():
