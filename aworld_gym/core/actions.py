@@ -118,13 +118,17 @@ def parse_action(parser: ActionParser, action: Any) -> ParsedAction:
     An action's own calls are held to the parser's ``max_calls`` and ``max_arguments`` (:data:`MAX_CALLS` and
     :data:`MAX_ARGUMENTS` for a parser without them), as calls in the text are.
     """
+    max_calls = getattr(parser, "max_calls", MAX_CALLS)
+    max_arguments = getattr(parser, "max_arguments", MAX_ARGUMENTS)
     if not isinstance(action, Action):
-        return parser.parse(action)
+        parsed = parser.parse(action)
+        # a parser of the user's own is held to the same limits (ours already applied them: nothing changes)
+        parsed.tool_calls, errors = limit_calls(list(parsed.tool_calls), max_calls, max_arguments)
+        parsed.errors = bound_errors(parsed.errors + [e for e in errors if e not in parsed.errors])
+        return parsed
     parsed = parser.parse(action.text)
     if action.tool_calls is not None:
         if parsed.answer is None:
-            max_calls = getattr(parser, "max_calls", MAX_CALLS)
-            max_arguments = getattr(parser, "max_arguments", MAX_ARGUMENTS)
             calls, errors = limit_calls(list(action.tool_calls), max_calls, max_arguments)
             parsed.tool_calls = calls
             # the same calls rendered into the text (as OpenAIPolicy does) were reported already, in the same words

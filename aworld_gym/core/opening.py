@@ -52,4 +52,4 @@ def parse_turn(env: MCPEnv, action: Any) -> ParsedAction:
     except Exception as exc:
         if env.strict:
             raise
-        return ParsedAction(text=action_text(action), errors=[f"the action parser failed: {exc!r}"])
+        return ParsedAction(text=action_text(action), errors=[f"the action parser failed: {repr(exc)[:300]}"])

@@ -58,10 +58,8 @@ def check_arguments(tool: RoutedTool, args: Any, *, max_chars: int, max_depth: i
     if isinstance(props, Mapping) and tool.schema.get("additionalProperties") is not True:
         unknown = [k for k in args if k not in props]
         if unknown:
-            expected = ", ".join(props) or "no arguments"
-            return BAD_ARGUMENTS, (
-                f"{tool.exposed!r} got unknown argument(s) {', '.join(map(repr, unknown))}; expected: {expected}."
-            )
+            expected = _few(list(props), quote=False) or "no arguments"
+            return BAD_ARGUMENTS, f"{tool.exposed!r} got unknown argument(s) {_few(unknown)}; expected: {expected}."
     if tool.validator is None:
         tool.validator = make_validator(tool.schema) or False
     if tool.validator is False:
@@ -77,6 +75,13 @@ def check_arguments(tool: RoutedTool, args: Any, *, max_chars: int, max_depth: i
     if errors:
         return BAD_ARGUMENTS, f"invalid arguments for {tool.exposed!r}: " + "; ".join(errors[:5])
     return None
+
+
+def _few(names: list[Any], shown: int = 8, chars: int = 60, *, quote: bool = True) -> str:
+    """Argument names as an error shows them: at most ``shown``, each cut to ``chars`` characters, and a count."""
+    cut = [str(n)[:chars] for n in names[:shown]]
+    text = ", ".join(map(repr, cut) if quote else cut)
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def json_problem(args: Any, max_depth: int = 32) -> str | None:

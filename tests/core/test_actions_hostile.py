@@ -12,7 +12,7 @@ import pytest
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.calls import ToolCall
-from aworld_gym.core.actions import MAX_ARGUMENTS, MAX_CALLS, Action, HermesParser, parse_action
+from aworld_gym.core.actions import MAX_ARGUMENTS, MAX_CALLS, Action, HermesParser, ParsedAction, parse_action
 from tests.helpers import demo_env_kwargs
 
 P = HermesParser()
@@ -138,3 +138,15 @@ def test_a_step_with_ten_thousand_arguments_is_a_short_format_error(env):
     assert info["tool_results"] == [] and len(info["action_error"]) < 300  # before: a 109 kB error from the hub
     assert "10000 arguments; at most 64" in info["action_error"] and info["reward_components"]["format"] < 0
     assert len(obs) < 1_000
+
+
+def test_a_parser_of_the_users_own_is_held_to_the_call_limit() -> None:
+    """A custom parser that returns 1,000 calls runs the first MAX_CALLS (the guard in parse_action, not the parser)."""
+
+    class Many:
+        def parse(self, text: str) -> ParsedAction:
+            return ParsedAction(text=text, tool_calls=[ToolCall(name="add", arguments={"a": i}) for i in range(1000)])
+
+    parsed = parse_action(Many(), "anything")
+    assert len(parsed.tool_calls) == MAX_CALLS
+    assert len(parsed.errors) == 1 and len(parsed.errors[0]) < 200

@@ -144,3 +144,16 @@ def test_json_problem_accepts_what_json_can_carry():
     loop: dict[str, Any] = {}
     loop["self"] = loop
     assert "nested more than 32 levels deep" in json_problem({"x": loop})
+
+
+def test_unknown_arguments_error_is_short_whatever_the_keys() -> None:
+    """64 unknown keys of 10 kB each: the error names a few, cut, and counts the rest (it listed every key whole)."""
+    from types import SimpleNamespace
+
+    from aworld_gym.mcp.arguments import check_arguments
+
+    tool = SimpleNamespace(exposed="add", schema={"type": "object", "properties": {"a": {}, "b": {}}}, validator=None)
+    args = {f"{i}" + "k" * 10_000: 1 for i in range(64)}
+    found = check_arguments(tool, args, max_chars=10_000_000, max_depth=32)
+    assert found is not None and found[0] == "bad_arguments"
+    assert len(found[1]) < 1_000 and "and 56 more" in found[1]
