@@ -116,7 +116,8 @@ def _serve_env(args: argparse.Namespace) -> int:
     serve(args.env, host=args.host, port=args.port, env_kwargs=kwargs, max_sessions=args.max_sessions,
           token=args.token, generate_token=args.generate_token, session_timeout=args.session_timeout, out=args.out,
           allowed_origins=args.allowed_origin, allowed_hosts=args.allowed_host, client_tasks=client_tasks,
-          max_action_chars=args.max_action_chars, max_message_bytes=args.max_message_bytes)  # fmt: skip
+          max_action_chars=args.max_action_chars, max_message_bytes=args.max_message_bytes,
+          step_timeout_s=args.step_timeout or None)  # fmt: skip
     return 0
 
 
@@ -179,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-action-chars", type=int, default=256 * 1024, help="the longest action text a step takes")
     v.add_argument("--max-message-bytes", type=int, default=2 * 1024 * 1024, help="request body / WebSocket message")
     v.add_argument("--session-timeout", type=float, default=None, help="close a session idle this many seconds")
+    v.add_argument("--step-timeout", type=float, default=600.0,
+                   help="seconds one reset or step may run (0: no bound); past it the episode is void, its env dropped")  # fmt: skip
     v.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make")
     v.add_argument("--out", default=None, help="append every episode's trajectory record to this JSONL file")
     v.set_defaults(func=_serve_env)

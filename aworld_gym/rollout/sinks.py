@@ -67,10 +67,13 @@ class JSONLSink:
 
     With ``resume=True`` the records already in the file are kept: a last line cut by a crash is dropped (in any
     encoding state), lines that are not records are skipped and kept; ``notes`` says what was skipped.
+    ``keyed=False`` appends every record (a server whose clients run the same task again and again); by default a
+    record whose ``(task_id, sample)`` is in the file already is not written again.
     """
 
-    def __init__(self, path: str | Path, resume: bool = False, *, lock: bool = True) -> None:
+    def __init__(self, path: str | Path, resume: bool = False, *, lock: bool = True, keyed: bool = True) -> None:
         self.path = Path(path)
+        self.keyed = keyed  # False: every record is appended, even one whose (task_id, sample) is there already
         _check_path(self.path)
         self._lock_file = OutputLock(self.path) if lock else None
         if self._lock_file is not None:
@@ -134,7 +137,7 @@ class JSONLSink:
             if self.failed is not None:
                 raise self.failed
             key = _key_or_none(record)
-            if key in self._done:
+            if self.keyed and key in self._done:
                 return  # never twice (a record without a usable key is written: it is never lost)
             try:
                 write_all(self._fd, line)

@@ -9,13 +9,18 @@ or raises in a step ends the episode as ``env_error`` (void) and is dropped from
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from aworld_gym.core.errors import EnvCrash, TaskError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import new_env_messages
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -37,10 +42,13 @@ class TextEpisode:
         pool: where the env comes from and goes back to.
         env_id: the name the trajectory carries.
         policy: the trajectory's policy name (the face).
+        step_timeout_s: the longest a reset or a step may take (``None``: no bound beyond the env's own tool
+            timeouts); past it the episode ends as ``env_error`` and the env is dropped from the pool.
     """
 
-    def __init__(self, pool: EnvPool, env_id: str, policy: str) -> None:
+    def __init__(self, pool: EnvPool, env_id: str, policy: str, step_timeout_s: float | None = None) -> None:
         self.pool, self.env_id, self.policy = pool, env_id, policy
+        self.step_timeout_s = step_timeout_s
         self.env: Any = None
         self.trajectory = Trajectory(env_id, policy=policy)
         self.started = False  # start() was called: the trajectory is an episode's
@@ -61,7 +69,9 @@ class TextEpisode:
         try:
             if self.env is None:
                 self.env = await self.pool.acquire()
-            obs, info = await self.env.areset(seed=seed, options=options)
+            obs, info = await self._bounded(self.env.areset(seed=seed, options=options), "reset")
+        except TaskError as exc:  # the request named no task: a void episode, and the env is as good as before
+            return await self._failed(exc, broken=False)
         except Exception as exc:  # noqa: BLE001 - a void episode; the next start takes a fresh env
             return await self._failed(exc)
         unwrapped = self.env.unwrapped
@@ -78,7 +88,7 @@ class TextEpisode:
         traj, unwrapped = self.trajectory, self.env.unwrapped
         before = len(unwrapped.messages)
         try:
-            out = await self.env.astep(text)
+            out = await self._bounded(self.env.astep(text), "step")
         except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
             return await self._failed(exc)
         record_step(traj, text, out, 0.0, 0.0, own=not isinstance(getattr(unwrapped, "turns", None), list))
@@ -96,8 +106,24 @@ class TextEpisode:
         if env is not None:
             await self.pool.release(env, broken=self.trajectory.termination == Termination.ENV_ERROR)
 
-    async def _failed(self, exc: BaseException) -> Turn:
+    async def _bounded(self, call: Awaitable[T], what: str) -> T:
+        """``call`` within ``step_timeout_s`` (an :class:`EnvCrash` past it; a ``TimeoutError`` of the env's own
+        passes as it is)."""
+        if self.step_timeout_s is None:
+            return await call
+        bound = asyncio.timeout(self.step_timeout_s)
+        try:
+            async with bound:
+                return await call
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            raise EnvCrash(f"the {what} ran past its limit of {self.step_timeout_s:g} s") from None
+
+    async def _failed(self, exc: BaseException, broken: bool = True) -> Turn:
         self.trajectory.end(Termination.ENV_ERROR, error=error_text(exc))
-        await self.close()
+        env, self.env = self.env, None
+        if env is not None:
+            await self.pool.release(env, broken=broken)
         message = f"{type(exc).__name__}: {exc}"
         return Turn(f"the environment failed: {message}", 0.0, True, error=message)

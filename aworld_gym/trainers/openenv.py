@@ -46,8 +46,7 @@ import json
 import logging
 import os
 import sys
-import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +57,11 @@ from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.sink_files import OutputWriteError
+from aworld_gym.rollout.sinks import JSONLSink
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
 from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, is_loopback, read_body, server_token
+from aworld_gym.trainers.openenv_loop import EnvLoop
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
     AWorldObservation,
@@ -75,6 +77,7 @@ logger = logging.getLogger(__name__)
 TOKEN_ENV = "AWORLD_GYM_SERVE_TOKEN"
 MAX_ACTION_CHARS = 256 * 1024
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+STEP_TIMEOUT_S = 600.0
 
 
 class Session:
@@ -89,7 +92,7 @@ class Session:
         seed, options, episode_id = reset_options(data, self.server.client_tasks)
         self.abandon()
         if self.episode is None:
-            self.episode = TextEpisode(self.server.pool, self.server.env_id, "openenv")
+            self.episode = TextEpisode(self.server.pool, self.server.env_id, "openenv", self.server.step_timeout_s)
         turn = await self.episode.start(seed, options)
         traj = self.episode.trajectory
         self.episode_id = episode_id or traj.episode_id
@@ -156,52 +159,6 @@ class Session:
             await self.episode.close()
 
 
-class EnvLoop:
-    """The event loop the served envs live on, in a thread of its own (started at first use).
-
-    The server's own loop only reads and writes sockets: every env call (reset, step, close) hops here, so a step
-    that is slow or CPU-bound never holds up ``/health``, another socket's messages or the session cap. All envs
-    share this one loop (an env's MCP sessions are bound to the loop that first used it, and pooled envs move
-    between sessions).
-    """
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self.loop is None:
-                loop, ready = asyncio.new_event_loop(), threading.Event()
-                self._thread = threading.Thread(target=self._main, args=(loop, ready), name="aworld-gym-serve-env",
-                                                daemon=True)  # fmt: skip
-                self._thread.start()
-                ready.wait()
-                self.loop = loop
-            return self.loop
-
-    @staticmethod
-    def _main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(ready.set)
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    async def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Await ``coro`` on the env loop (cancelling this await cancels it there)."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._started()))
-
-    def stop(self) -> None:
-        with self._lock:
-            loop, thread, self.loop, self._thread = self.loop, self._thread, None, None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(30)
-
-
 def answer(body: Mapping[str, Any], status: int = 200, **headers: str) -> Any:
     """A JSON response (ASCII-escaped: a client's lone surrogate cannot break the encoding)."""
     from starlette.responses import Response
@@ -226,18 +183,24 @@ class EnvServer:
         client_tasks: whether a client may bring its own task, and the one folder its files may name.
         max_action_chars: the longest action text a step takes.
         max_message_bytes: the largest request body or WebSocket message.
+        step_timeout_s: the longest one reset or step may run (``None``: unbounded); past it the episode ends as
+            ``env_error`` (void, recorded) and its env is dropped.
     """
 
     def __init__(self, env_id: Any, env_kwargs: Mapping[str, Any] | None = None, *, max_sessions: int = 8,
                  token: str | None = None, session_timeout: float | None = None, out: str | Path | None = None,
                  host: str | None = None, allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
                  client_tasks: ClientTasks | None = None, max_action_chars: int = MAX_ACTION_CHARS,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:  # fmt: skip
+                 max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 step_timeout_s: float | None = STEP_TIMEOUT_S) -> None:  # fmt: skip
         if max_sessions < 1:
             raise ConfigError(f"max_sessions must be at least 1, got {max_sessions}")
         if max_action_chars < 1 or max_message_bytes < 1024:
             raise ConfigError(f"max_action_chars must be at least 1 and max_message_bytes at least 1024, got "
                               f"{max_action_chars} and {max_message_bytes}")  # fmt: skip
+        if step_timeout_s is not None and not 0 < step_timeout_s < float("inf"):
+            raise ConfigError(f"step_timeout_s must be a positive number of seconds, got {step_timeout_s}")
+        self.step_timeout_s = step_timeout_s
         self.client_tasks = client_tasks or ClientTasks()
         if self.client_tasks.files_root is not None and not Path(self.client_tasks.files_root).expanduser().is_dir():
             raise ConfigError(f"the client files root {str(self.client_tasks.files_root)!r} is not a folder")
@@ -250,7 +213,8 @@ class EnvServer:
         self.envs = EnvLoop()
         self.sessions = 0
         self.episodes_written = 0
-        self._out = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 - closed in aclose
+        # one writer per file, odd values stored, a torn last line repaired; every episode kept (not keyed)
+        self._out = JSONLSink(out, resume=True, keyed=False) if out else None
 
     @property
     def token(self) -> str | None:
@@ -258,10 +222,16 @@ class EnvServer:
 
     # ----- records -----------------------------------------------------------------------------------------
     def write(self, traj: Trajectory) -> None:
-        if self._out is not None:
-            self._out.write(json.dumps(traj.to_record(), default=str) + "\n")
-            self._out.flush()
-            self.episodes_written += 1
+        """Append the episode's record to ``out`` (a failed write, e.g. a full disk, is logged once; the sessions
+        go on and the file keeps every whole record written before)."""
+        if self._out is None or self._out.failed is not None:
+            return
+        try:
+            self._out.write(traj.to_record())
+        except OutputWriteError as exc:
+            logger.error("serve-env: %s; episodes are no longer recorded", exc)
+            return
+        self.episodes_written += 1
 
     def authorized(self, headers: Mapping[str, str]) -> bool:
         """Whether the headers carry the token (always, when there is none)."""
@@ -491,7 +461,7 @@ def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs:
           session_timeout: float | None = None, out: str | Path | None = None, log_level: str = "warning",
           allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
           client_tasks: ClientTasks | None = None, max_action_chars: int = MAX_ACTION_CHARS,
-          max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:  # fmt: skip
+          max_message_bytes: int = MAX_MESSAGE_BYTES, step_timeout_s: float | None = STEP_TIMEOUT_S) -> None:  # fmt: skip
     """Serve ``env_id`` until interrupted (see :class:`EnvServer` for the arguments). The token is ``token=``, else
     ``$AWORLD_GYM_SERVE_TOKEN``, else, for a host that is not loopback (or with ``generate_token``), a new one,
     printed to stderr with the URL a client uses."""
@@ -501,7 +471,7 @@ def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs:
     server = EnvServer(env_id, env_kwargs, max_sessions=max_sessions, token=token, session_timeout=session_timeout,
                        out=out, host=host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                        client_tasks=client_tasks, max_action_chars=max_action_chars,
-                       max_message_bytes=max_message_bytes)  # fmt: skip
+                       max_message_bytes=max_message_bytes, step_timeout_s=step_timeout_s)  # fmt: skip
     if generated:
         shown = host if is_loopback(host) or host not in ("0.0.0.0", "::") else "<this-host>"
         print(f"serve-env token: {token}\nclients send 'Authorization: Bearer <token>' or use "

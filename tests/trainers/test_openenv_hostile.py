@@ -222,3 +222,60 @@ def test_http_reset_refuses_a_client_task_too():
     with in_process() as (address, server):
         r = httpx.post(f"http://{address}/reset", json={"task": READ_PASSWD}, timeout=30)
     assert r.status_code == 422 and r.json()["code"] == "VALIDATION_ERROR" and "root:" not in r.text
+
+
+# ----- a step has a time limit; a bad request costs no env; the record file has one writer ----------------------
+
+
+def test_a_step_past_its_time_limit_ends_void_and_the_session_goes_on(tmp_path):
+    """An async reward hook that never returns: the step ends at ``step_timeout_s`` as env_error (void, recorded),
+    and the next reset on the same socket gets a fresh env (the stuck one is dropped). It waited forever before."""
+
+    async def stuck(ctx) -> float:
+        await asyncio.sleep(3600)
+        return 0.0
+
+    out = tmp_path / "served.jsonl"
+    kwargs = {**demo_env_kwargs(4), "reward_hooks": [stuck]}
+    with in_process(kwargs, step_timeout_s=1.5, out=out) as (address, server):
+        replies = asyncio.run(talk(address, [
+            {"type": "reset", "data": {"task_id": "add-2"}}, {"type": "step", "data": {"text": ANSWER}},
+            {"type": "reset", "data": {"task_id": "add-2"}}]))  # fmt: skip
+        made = server.pool.made
+    ended = replies[1]["data"]
+    assert codes(replies) == ["observation"] * 3
+    assert ended["done"] and ended["observation"]["status"] == "void"
+    assert "past its limit of 1.5 s" in ended["observation"]["error"]
+    assert made == 2  # the stuck env was dropped, the second episode runs on a new one
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["termination"] for r in records] == ["env_error", "policy_error"]  # the second: left at disconnect
+
+
+def test_an_unknown_task_id_costs_no_env():
+    """A reset naming no task is a void episode, and the env goes back to the pool (it was closed and rebuilt, so a
+    client could make the server restart its tool servers at will)."""
+    with in_process() as (address, server):
+        replies = asyncio.run(talk(address, [{"type": "reset", "data": {"task_id": "no-such-task"}},
+                                             {"type": "reset", "data": {"task_id": "add-2"}}]))  # fmt: skip
+        made = server.pool.made
+    assert replies[0]["data"]["observation"]["status"] == "void" and "no task with id" in replies[0]["data"][
+        "observation"]["error"]  # fmt: skip
+    assert replies[1]["data"]["observation"]["task_id"] == "add-2" and made == 1
+
+
+def test_the_record_file_has_one_writer_and_keeps_every_episode(tmp_path):
+    """A second server on the same --out is refused (two appended to it at once); the same task run twice is
+    recorded twice (the file is a log of served episodes, not keyed by task)."""
+    from aworld_gym.rollout.sink_files import OutputBusy
+    from aworld_gym.trainers.openenv import EnvServer
+
+    out = tmp_path / "served.jsonl"
+    with in_process(out=out) as (address, server):
+        with pytest.raises(OutputBusy, match=r"served\.jsonl"):
+            EnvServer("AWorld/MCP-v0", demo_env_kwargs(4), out=out)
+        asyncio.run(talk(address, [{"type": "reset", "data": {"task_id": "add-2"}},
+                                   {"type": "step", "data": {"text": ANSWER}},
+                                   {"type": "reset", "data": {"task_id": "add-2"}},
+                                   {"type": "step", "data": {"text": ANSWER}}]))  # fmt: skip
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in records] == ["add-2", "add-2"] and all(r["status"] == "ok" for r in records)
