@@ -14,6 +14,7 @@ def _rollout(args: argparse.Namespace) -> int:
 
     from aworld_gym.rollout.collect import collect
     from aworld_gym.rollout.policies import make_policy
+    from aworld_gym.rollout.screenshots import screenshots_folder
 
     env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     if not isinstance(env_kwargs, dict):
@@ -34,7 +35,7 @@ def _rollout(args: argparse.Namespace) -> int:
     engine = "ray" if (args.ray or args.ray_address) else "process" if args.processes else "async"
     # The runner keeps a PNG per step of an env that renders rgb_array frames (what --screenshots asks for) or
     # shows the model images (screenshot observation modes); other envs write nothing there.
-    screenshots = Path(out).with_suffix(".screenshots") if engine == "async" or args.screenshots else None
+    screenshots = screenshots_folder(out) if engine == "async" or args.screenshots else None
     if args.screenshots:
         env_kwargs.setdefault("render_mode", "rgb_array")
     print(
