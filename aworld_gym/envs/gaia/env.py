@@ -141,8 +141,8 @@ class GAIAEnv(MCPEnv):
         from aworld_gym.envs.gaia import files_server, search_server
         from aworld_gym.sandbox.shared import python_server_entry
 
-        answer_key = [self.data_folder / name for name in METADATA_NAMES]
-        files = files_server.build_server(roots=[self.data_folder], deny=answer_key, **self.media)
+        folder = self.data_folder.absolute()  # the attachments' paths are absolute, not symlink-resolved
+        files = files_server.build_server(roots=[folder], deny=[folder / n for n in METADATA_NAMES], **self.media)
         servers: dict[str, Any] = {"files": files}
         spec = search if search is not None else (f"local:{search_docs}" if search_docs else "none")
         if spec.startswith("local:"):

@@ -66,6 +66,13 @@ def test_bundled_set_answer_key_is_unreachable():
         _assert_refused(env, _spellings(split, task["file_name"]) + others[:4], [r["Final answer"] for r in rows])
         obs, *_ = env.step(_calls([task["file_name"]]))  # its own attachment stays readable
         assert "access denied" not in obs and "Error" not in obs
+        # The code sandbox sees the attachment alone (bubblewrap mounts it by itself at /sandbox/files).
+        key = split / "metadata.jsonl"
+        code = (f"import os\nprint(sorted(os.listdir('/sandbox/files')))\n"
+                f"print([os.path.exists(p) for p in ({str(key)!r}, '/sandbox/files/../metadata.jsonl', {str(split)!r})])\n"
+                "print(sorted(os.path.join(d, f) for d, _, fs in os.walk('/sandbox') for f in fs if 'metadata' in f))")  # fmt: skip
+        obs, *_ = env.step(f"<tool_call>{json.dumps({'name': 'run_python', 'arguments': {'code': code}})}</tool_call>")
+        assert f"[{task['file_name']!r}]\n[False, False, False]\n[]" in obs, obs
     finally:
         env.close()
 
@@ -235,3 +242,26 @@ def test_slow_document_is_stopped_at_the_deadline_and_burns_nothing_after(bombs)
         ]
     assert alive == [] and burnt < 0.5, (alive, burnt)  # the reader's work stopped with the call
     assert os.path.exists(bombs["slow"])
+
+
+def test_hugging_face_cache_layout_keeps_names_and_still_denies_the_key(tmp_path):
+    """A snapshot_download copy: every file a symlink to a blob outside the split folder. The model sees the
+    dataset's names (the loader once resolved links, and the prompt showed the blob's hash), reads its attachment,
+    and the answer key stays denied by identity."""
+    blobs, split = tmp_path / "blobs", tmp_path / "snapshots" / "rev" / "2023" / "validation"
+    blobs.mkdir()
+    split.mkdir(parents=True)
+    (blobs / "9f2c").write_text("hello from a blob\n")
+    row = {"task_id": "t", "Question": "q", "Level": 1, "Final answer": "zz-917", "file_name": "a.txt"}
+    (blobs / "77ab").write_text(json.dumps(row) + "\n")
+    (split / "a.txt").symlink_to(blobs / "9f2c")
+    (split / "metadata.jsonl").symlink_to(blobs / "77ab")
+    env = gym.make("AWorld/GAIA-v0", data_dir=str(split), search="none", python_server="inprocess")
+    try:
+        obs, _ = env.reset(options={"task_id": "t"})
+        assert 'read_file(path="a.txt")' in obs and "9f2c" not in obs, obs
+        obs, *_ = env.step(_calls(["a.txt"]))
+        assert "hello from a blob" in obs
+        _assert_refused(env, ["metadata.jsonl", str(blobs / "77ab"), "77ab", "../../../../../blobs/77ab"], ["zz-917"])
+    finally:
+        env.close()
