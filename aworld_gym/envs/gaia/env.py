@@ -195,9 +195,10 @@ class GAIAEnv(MCPEnv):
         lines = [task.prompt, ""]
         for f in task.files:
             name = Path(f).name
+            mounted = Path(os.path.realpath(f)).name  # the sandbox mounts a linked file under its target's name
             lines.append(
                 f"Attached file: {name} (read it with read_file(path={quoted(name)}); inside run_python or run_shell "
-                f"it is {quoted(SANDBOX_FILES + name)})"
+                f"it is {quoted(SANDBOX_FILES + mounted)})"
             )
         return "\n".join(lines)
 

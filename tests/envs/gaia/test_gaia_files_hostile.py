@@ -259,7 +259,10 @@ def test_hugging_face_cache_layout_keeps_names_and_still_denies_the_key(tmp_path
     env = gym.make("AWorld/GAIA-v0", data_dir=str(split), search="none", python_server="inprocess")
     try:
         obs, _ = env.reset(options={"task_id": "t"})
-        assert 'read_file(path="a.txt")' in obs and "9f2c" not in obs, obs
+        assert 'Attached file: a.txt (read it with read_file(path="a.txt")' in obs, obs
+        assert (
+            '"/sandbox/files/9f2c"' in obs
+        )  # where the sandbox mounts it today (sandbox/runner.py: its target's name)
         obs, *_ = env.step(_calls(["a.txt"]))
         assert "hello from a blob" in obs
         _assert_refused(env, ["metadata.jsonl", str(blobs / "77ab"), "77ab", "../../../../../blobs/77ab"], ["zz-917"])
