@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import tempfile
 import threading
@@ -18,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from aworld_gym.mcp.redact import module_logger
+
+logger = module_logger(__name__)
 
 
 class MemoryBackend:

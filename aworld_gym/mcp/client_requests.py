@@ -19,16 +19,16 @@ import asyncio
 import contextvars
 import dataclasses
 import inspect
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aworld_gym.mcp import sampling as sampling_
 from aworld_gym.mcp.capabilities import Capabilities, SamplingEndpoint
+from aworld_gym.mcp.redact import module_logger
 from aworld_gym.mcp.results import TOOL_ERROR, ToolResult, readable
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 REFUSED_CODE = -1  # the spec's example code for a request the user rejected (never -32000: a dead session)
 _INTERNAL_ERROR = -32603

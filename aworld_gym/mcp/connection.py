@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Any
 
 from aworld_gym.base.errors import ServerError
@@ -14,10 +13,10 @@ from aworld_gym.mcp.capabilities import Capabilities, client_info
 from aworld_gym.mcp.client_requests import ClientRequests
 from aworld_gym.mcp.config import ServerSpec
 from aworld_gym.mcp.errlog import CappedLog
-from aworld_gym.mcp.redact import redact
+from aworld_gym.mcp.redact import module_logger, redact
 from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0

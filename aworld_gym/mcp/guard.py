@@ -14,14 +14,14 @@ the episode's worker without a record.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.connection import Connection
+from aworld_gym.mcp.redact import module_logger
 from aworld_gym.mcp.results import TIMEOUT, ToolResult
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 
 async def run_calls(

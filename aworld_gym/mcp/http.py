@@ -20,7 +20,6 @@ Everything else is the SDK's transport: :func:`bounded_http_client` takes the pl
 
 from __future__ import annotations
 
-import logging
 import re
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -44,9 +43,10 @@ from mcp_types import (
 )
 
 from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, parse_message, too_large
+from aworld_gym.mcp.redact import module_logger
 from aworld_gym.mcp.replies import ReplyDrops, same_id
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 WRONG_ID = -32098  # a server-error code of our own: the server's only answer to a request named another request
 _SSE_OVER = re.compile(r"Server-sent event exceeded the (\d+) byte limit")

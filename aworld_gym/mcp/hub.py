@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
-import logging
 import threading
 import time
 import uuid
@@ -32,7 +31,7 @@ from aworld_gym.mcp.images import ImageLimits, image_limits
 from aworld_gym.mcp.loop import HubLoop
 from aworld_gym.mcp.namespace import RoutedTool, find_tool, openai_tools, rebuild_tools, refresh_tools
 from aworld_gym.mcp.pool import POOL
-from aworld_gym.mcp.redact import redact, redact_json
+from aworld_gym.mcp.redact import module_logger, redact, redact_json
 from aworld_gym.mcp.results import (
     BAD_ARGUMENTS,
     INVALID_ARGUMENTS,
@@ -54,7 +53,7 @@ __all__ = ["BAD_ARGUMENTS", "DEFAULT_CALL_TIMEOUT_S", "INVALID_ARGUMENTS", "META
            "TIMEOUT", "TOOL_ERROR", "TOO_LARGE", "UNKNOWN_TOOL", "Guard", "ToolHub", "ToolResult", "render_content",
            "truncate"]  # fmt: skip
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 META_PREFIX = "aworld_gym/"
 DEFAULT_CALL_TIMEOUT_S = 60.0
 

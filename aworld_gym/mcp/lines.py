@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from typing import Any
@@ -23,7 +22,9 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-logger = logging.getLogger("aworld_gym.mcp.stdio")
+from aworld_gym.mcp.redact import module_logger
+
+logger = module_logger("aworld_gym.mcp.stdio")
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 TOO_LARGE = -32099  # a server-error code of our own: the message was dropped by this client

@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp import types
 from pydantic import ValidationError
+
+from aworld_gym.mcp.redact import module_logger
 
 if TYPE_CHECKING:
     from aworld_gym.mcp.connection import Connection
@@ -52,7 +53,7 @@ _DOC_KEYS = frozenset({"description", "title", "examples", "$comment"})
 _DATA_KEYS = frozenset({"enum", "const", "default"})  # values, not schemas: kept as they are
 _NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 _warned: set[tuple[str, str, str]] = set()
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 
 async def list_tools(client: Any, server: str) -> list[types.Tool]:

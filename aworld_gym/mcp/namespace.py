@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.listing import relist_changed, safe_names, shown_name, warn_once
+from aworld_gym.mcp.redact import module_logger
 
 if TYPE_CHECKING:
     from aworld_gym.mcp.hub import ToolHub
@@ -19,7 +19,7 @@ _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
 _VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # Keys of a schema's top level that say where the schema comes from, not what to send (Node servers add them).
 _SCHEMA_NOISE = ("$schema", "$id")
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 _reported_task_only: set[tuple[str, str]] = set()  # (server, tool) already logged as hidden
 
 

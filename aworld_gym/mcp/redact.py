@@ -205,6 +205,18 @@ class RedactFilter(logging.Filter):
 _FILTER = RedactFilter()
 
 
+def module_logger(name: str) -> logging.Logger:
+    """The logger of one of our modules, with :class:`RedactFilter` on the object the module keeps.
+
+    Attached at import to the very object the module logs through: a filter attached later by name reaches only
+    the object ``logging.getLogger(name)`` returns then, which need not be the module's (a full ``make test`` run
+    logged a server's stdout line with its secret through ``aworld_gym.mcp.stdio`` after :func:`guard_logs` ran)."""
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger
+
+
 def guard_logs() -> None:
     """Attach :class:`RedactFilter` (once) to the loggers of this package and to :data:`FOREIGN_LOGGERS`. A logger's
     filter sees only its own records, so each module's logger gets it by name."""

@@ -11,8 +11,10 @@ import time
 
 from mcp_types import RequestId
 
+from aworld_gym.mcp.redact import module_logger
+
 LOG_EVERY_S = 60.0
-_logger = logging.getLogger(__name__)
+_logger = module_logger(__name__)
 
 
 class ReplyDrops:

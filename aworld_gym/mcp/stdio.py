@@ -28,7 +28,6 @@ SIGKILL to the process group, each wait bounded.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import shutil
 import sys
@@ -48,11 +47,12 @@ from mcp.shared.message import SessionMessage
 from aworld_gym.mcp.lines import DEFAULT_MAX_MESSAGE_BYTES, TOO_LARGE, LineReader, Warnings, message_id, too_large
 from aworld_gym.mcp.pipes import ServerPipes
 from aworld_gym.mcp.proctree import MARKER, ProcessTree, launch_argv
+from aworld_gym.mcp.redact import module_logger
 from aworld_gym.mcp.replies import ReplyDrops, WriteClock
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "TOO_LARGE", "LineReader", "bounded_stdio_client", "message_id", "too_large"]
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 STOP_GRACE_S = 2.0
 WRITE_TIMEOUT_S = 5.0  # a write the server has not taken in this long: it stopped reading, the session is over

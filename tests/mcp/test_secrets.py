@@ -180,3 +180,25 @@ def test_a_secret_is_hidden_in_any_text_once_its_config_is_read():
     parse_mcp_config({"mcpServers": {"s": {"type": "sse", "url": "http://h/sse", "headers": {"X-Gateway": token,
                                                                                              "X-Region": "europe"}}}})  # fmt: skip
     assert redact(f"the server said: bad {token}; region europe") == "the server said: bad ***; region europe"
+
+
+def test_a_modules_own_logger_hides_secrets_whatever_getlogger_returns_later():
+    """The filter sits on the logger object each module logs through, from its import. Attached later by name, it
+    reached only what ``logging.getLogger`` returned then: once the name's entry was made anew (as something in a
+    full `make test` run did), the stdio module's warning about a stdout line carried its secret. A fresh process,
+    so that no earlier test attached the filter to the module's object already."""
+    import subprocess
+    import sys
+
+    program = """
+import logging, sys
+from aworld_gym.mcp import stdio
+from aworld_gym.mcp.redact import SECRETS
+logging.Logger.manager.loggerDict.pop(stdio.logger.name)
+logging.basicConfig(stream=sys.stdout, format="%(message)s", level=logging.DEBUG)
+SECRETS.add(["SECRET-MARKER-module-logger-91"])
+stdio.logger.warning("a line that is not JSON-RPC: %r", b"out SECRET-MARKER-module-logger-91")
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "a line that is not JSON-RPC" in done.stdout and "SECRET-MARKER" not in done.stdout, done.stdout
