@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from aworld_gym.core import registry
 from aworld_gym.core.actions import Action
 from aworld_gym.core.errors import ConfigError
 
@@ -80,23 +81,16 @@ def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -
     (:class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy`); ``"hf"``: a local transformers model
     (:class:`~aworld_gym.rollout.hf_policy.HFPolicy`).
     """
-    import importlib
-
     if latency_s < 0:
         raise ConfigError("--policy-latency must be >= 0")
     if name == "reference":
-        import aworld_gym
-
-        target = aworld_gym.reference_policy(env_id)
+        target = registry.reference_policy(env_id)
         if target is None:
-            known = sorted(aworld_gym.REFERENCE_POLICIES)
+            known = sorted(registry.REFERENCE_POLICIES)
             raise ConfigError(
                 f"{env_id} has no reference policy (aworld_gym.register(..., reference_policy=)); ids with one: {known}"
             )
-        if isinstance(target, str):
-            module, _, attr = target.partition(":")
-            target = getattr(importlib.import_module(module), attr)
-        return target(latency_s=latency_s, **kwargs)
+        return registry.load(target)(latency_s=latency_s, **kwargs)
     if name == "openai":
         from aworld_gym.rollout.openai_policy import OpenAIPolicy
 
