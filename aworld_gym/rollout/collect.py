@@ -19,6 +19,7 @@ from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
+from aworld_gym.core.pass_at_k import pass_table
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.engines import AsyncEngine, Engine
 from aworld_gym.rollout.envs import EnvLike
@@ -119,7 +120,6 @@ class Summary:
         """pass@k (unbiased estimator) for k = 1 and each power of two up to the samples per task, overall and per
         task level: ``{"overall": {"pass@1": {"value", "tasks"}, ...}, "by_level": {level: {...}}}``. Only the
         episodes recorded by this run count (not those a resumed run skipped)."""
-        from aworld_gym.report.stats import pass_table
 
         def table(counts: dict[str, list[int]]) -> dict[str, Any]:
             return pass_table({t: (n, c) for t, (n, c) in counts.items()})
