@@ -49,7 +49,7 @@ def test_the_process_engine_collects_everything_once_over_its_workers(tmp_path):
 
 
 def test_engine_by_name_and_settings():
-    from aworld_gym.rollout.collect import make_engine
+    from aworld_gym.rollout.stream import make_engine
 
     e = make_engine("process", 16, None, None, 5.0, None)
     assert isinstance(e, ProcessEngine) and (e.concurrency, e.policy_timeout_s) == (16, 5.0)
