@@ -88,6 +88,7 @@ class Rollout:
         self.skip, self.grouped = skip, grouped
         self.probe: Any = None
         self.env_id = env if isinstance(env, str) else ""
+        self.task_ids: list[str] = []
         self.jobs: list[Job] = []
         self.todo: list[Job] = []
         self.groups: GroupCollector | None = None
@@ -146,7 +147,8 @@ class Rollout:
         finally:
             await run.aclose()  # type: ignore[attr-defined] - stops the workers, closes every env
             self.close()
-        # (an interrupted run leaves groups in self.groups.held: collect writes them; a stream's consumer left)
+        # an interrupted run leaves its open groups in self.groups: collect finishes and writes them
+        # (groups.flush(), group_complete False); a stream whose consumer left drops them
 
 
 def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None) -> Callable[[], Policy]:
