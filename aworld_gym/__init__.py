@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aworld_gym.base.version import __version__
+from aworld_gym.core import registry as _registry
+from aworld_gym.core.registry import REFERENCE_POLICIES, reference_policy
 
 if TYPE_CHECKING:  # what the lazy exports below resolve to, for type checkers and IDEs (never imported at run time)
     from aworld_gym.core.env import MCPEnv
@@ -83,9 +85,8 @@ _LAZY: dict[str, str] = {
     "arun_episode": "aworld_gym.rollout.driver",
 }
 
-# id -> (entry point, default max_episode_steps, reference policy). Every id involves tools: nondeterministic.
+# id -> (entry point, default max_episode_steps). Every id involves tools: nondeterministic.
 ENV_IDS: dict[str, tuple[str, int]] = {}
-REFERENCE_POLICIES: dict[str, Any] = {}
 
 
 def register(
@@ -94,6 +95,7 @@ def register(
     *,
     max_episode_steps: int | None = 20,
     reference_policy: str | Callable[..., Any] | None = None,
+    worker_share: str | Callable[..., Any] | None = None,
     **kwargs: Any,
 ) -> str:
     """Register an AWorld-style env with Gymnasium: its id, entry point, default turn limit and reference policy.
@@ -105,6 +107,10 @@ def register(
             ends that turn itself with ``truncation_reason="turn_limit"``.
         reference_policy: a scripted solver for ``aworld-gym rollout --policy reference`` and
             ``make_policy("reference", env_id)``: a ``"module:Class"`` string or a factory taking ``latency_s``.
+        worker_share: for an env whose admission gate is per process, ``(processes, cpus) -> {variable: value}``:
+            the environment of one of ``processes`` worker processes on a machine of ``cpus`` CPUs, so that the
+            process and Ray engines' workers share the machine's slots (a ``"module:function"`` string or the
+            function; see :mod:`aworld_gym.core.registry`).
         **kwargs: default keyword arguments of the env (``gym.register``'s ``kwargs``).
 
     Re-registering an id replaces it. Returns the id.
@@ -122,24 +128,18 @@ def register(
         vector_entry_point=_vector_entry_point(env_id),
         kwargs=dict(kwargs),
     )
-    if reference_policy is not None:
-        REFERENCE_POLICIES[env_id] = reference_policy
-    else:
-        REFERENCE_POLICIES.pop(env_id, None)
+    _registry.declare(env_id, reference_policy=reference_policy, worker_share=worker_share)
     return env_id
 
 
-def reference_policy(env_id: str) -> str | Callable[..., Any] | None:
-    """The reference policy registered with ``env_id`` (``None`` if it has none)."""
-    return REFERENCE_POLICIES.get(env_id)
-
-
 _BUILTIN = (
-    ("AWorld/MCP-v0", "aworld_gym.core.env:MCPEnv", 20, "aworld_gym.rollout.plan:PlanPolicy"),
-    ("AWorld/Code-v0", "aworld_gym.envs.code.env:CodeEnv", 8, "aworld_gym.envs.code.reference:CodeReferencePolicy"),
-    ("AWorld/GAIA-v0", "aworld_gym.envs.gaia.env:GAIAEnv", 20, "aworld_gym.envs.gaia.reference:GAIAReferencePolicy"),
+    ("AWorld/MCP-v0", "aworld_gym.core.env:MCPEnv", 20, "aworld_gym.rollout.plan:PlanPolicy", None),
+    ("AWorld/Code-v0", "aworld_gym.envs.code.env:CodeEnv", 8, "aworld_gym.envs.code.reference:CodeReferencePolicy",
+     None),
+    ("AWorld/GAIA-v0", "aworld_gym.envs.gaia.env:GAIAEnv", 20, "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
+     None),
     ("AWorld/Browser-v0", "aworld_gym.envs.browser.env:BrowserEnv", 20,
-     "aworld_gym.envs.browser.reference:BrowserReferencePolicy"),
+     "aworld_gym.envs.browser.reference:BrowserReferencePolicy", "aworld_gym.envs.browser.browsers:active_share"),
 )  # fmt: skip
 
 
@@ -147,12 +147,12 @@ def register_envs() -> list[str]:
     """Register every built-in AWorld id with Gymnasium (idempotent); returns the ids."""
     import gymnasium as gym
 
-    for env_id, entry_point, max_steps, policy in _BUILTIN:
+    for env_id, entry_point, max_steps, policy, share in _BUILTIN:
         ENV_IDS[env_id] = (entry_point, max_steps)
         if env_id not in gym.registry:
-            register(env_id, entry_point, max_episode_steps=max_steps, reference_policy=policy)
-        else:
-            REFERENCE_POLICIES.setdefault(env_id, policy)
+            register(env_id, entry_point, max_episode_steps=max_steps, reference_policy=policy, worker_share=share)
+        elif env_id not in _registry.DECLARED:  # registered with gym.register directly: ours beside it
+            _registry.declare(env_id, reference_policy=policy, worker_share=share)
     return list(ENV_IDS)
 
 

@@ -235,3 +235,20 @@ class DiesOncePolicy(_plan_policy()):  # type: ignore[misc]
             open(self.marker, "w").close()
             os._exit(1)
         return super().decide(env)
+
+
+@contextlib.contextmanager
+def registered_ids(*ids: str) -> Iterator[None]:
+    """What the block registers under ``ids`` is dropped at its end (Gymnasium's registration and aworld_gym's)."""
+    import gymnasium as gym
+
+    from aworld_gym.core import registry
+
+    try:
+        yield
+    finally:
+        for env_id in ids:
+            gym.registry.pop(env_id, None)
+            registry.DECLARED.discard(env_id)
+            for table in (registry.REFERENCE_POLICIES, registry.WORKER_SHARES):
+                table.pop(env_id, None)

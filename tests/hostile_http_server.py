@@ -11,7 +11,10 @@ Tools, one misbehaviour each:
 - ``big_length()``: a JSON body declared as ``Content-Length: 1000000000``, sent as fast as it is read;
 - ``big_chunked()``: a chunked JSON body with no length, endless (up to ``$HOSTILE_HTTP_MAX_MB``);
 - ``big_sse()``: one SSE event that never ends (up to ``$HOSTILE_HTTP_MAX_MB``);
-- ``trickle()``: a 10 MB JSON body sent 1 kB at a time (the call times out long before it ends).
+- ``trickle()``: a 10 MB JSON body sent 1 kB at a time (the call times out long before it ends);
+- ``forget(json)``: answers ``forgot``, then forgets the session, as a restarted server would: later requests with
+  its id get a 404 (with ``json``, a JSON-RPC error body ``Session not found``, as the Python SDK's server sends;
+  without, an empty one) until the client initializes a new session.
 
 What a misbehaving handler saw of its client (it closed the response; how many MB were sent) is appended as a JSON
 line to ``$HOSTILE_HTTP_LOG``. The server prints ``PORT <n>`` once it listens (on ``$HOSTILE_HTTP_SOCKET``, a Unix
@@ -28,7 +31,7 @@ import os
 import sys
 from typing import Any, ClassVar
 
-TOOLS = ["ok", "late", "forged", "forged_json", "big_length", "big_chunked", "big_sse", "trickle"]
+TOOLS = ["ok", "late", "forged", "forged_json", "big_length", "big_chunked", "big_sse", "trickle", "forget"]
 FORGED_ID = 987654321
 MB = 1 << 20
 MAX_MB = int(os.environ.get("HOSTILE_HTTP_MAX_MB", "256"))
@@ -57,6 +60,8 @@ class Handler:
     """One client connection: HTTP/1.1 requests with bodies, answered one at a time (keep-alive)."""
 
     late_ids: ClassVar[list[Any]] = []  # ids of `late` calls never answered, shared by every connection
+    sessions: ClassVar[list[str]] = ["s1"]  # the session ids given out; the last one is current
+    forgotten: ClassVar[dict[str, bool]] = {}  # a forgotten session id -> whether its 404 has a JSON body
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
@@ -69,7 +74,9 @@ class Handler:
                 method = lines[0].split(" ", 1)[0]
                 headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
                 body = await self.reader.readexactly(int(headers.get("content-length", "0")))
-                if not await self.route(method, body):
+                if (sid := headers.get("mcp-session-id")) in self.forgotten:
+                    await self.gone(self.forgotten[sid])
+                elif not await self.route(method, body):
                     break
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
@@ -85,8 +92,18 @@ class Handler:
 
     async def json(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode()
-        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {len(data)}\r\n\r\n"
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: {self.sessions[-1]}\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n")  # fmt: skip
         await self.send(head.encode() + data)
+
+    async def gone(self, with_json: bool) -> None:
+        """A request with a session id this server does not know: 404."""
+        if not with_json:
+            await self.status(404, "Not Found")
+            return
+        data = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}})
+        await self.send(f"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
+                        f"\r\n\r\n{data}".encode())  # fmt: skip
 
     async def sse_start(self) -> None:
         await self.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -106,6 +123,8 @@ class Handler:
             await self.status(202, "Accepted")
             return True
         if name == "initialize":
+            if self.sessions[-1] in self.forgotten:
+                self.sessions.append(f"s{len(self.sessions) + 1}")
             version = msg.get("params", {}).get("protocolVersion", "2025-06-18")
             await self.json({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": version,
                              "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile-http", "version": "1"}}})  # fmt: skip
@@ -135,6 +154,9 @@ class Handler:
             await self.sse_start()
             await self.send(_chunk(_event(_reply(FORGED_ID, "forged reply"))))
             await self.send(_chunk(_event(_reply(rid, "forged:ok"))) + _chunk(b""))
+        elif tool == "forget":
+            await self.json(_reply(rid, "forgot"))
+            self.forgotten[self.sessions[-1]] = bool(args.get("json"))
         elif tool == "forged_json":
             await self.json(_reply(FORGED_ID, "for somebody else"))
         elif tool in ("big_length", "big_chunked", "big_sse", "trickle"):

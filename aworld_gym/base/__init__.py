@@ -13,7 +13,6 @@ from aworld_gym.base.errors import (
     ServerError,
     TaskError,
     ToolError,
-    ToolTimeout,
 )
 
 __all__ = [
@@ -26,5 +25,4 @@ __all__ = [
     "TaskError",
     "ToolCall",
     "ToolError",
-    "ToolTimeout",
 ]

@@ -24,10 +24,6 @@ class ToolError(AWorldGymError):
     """A tool call failed at the MCP boundary (unknown tool, bad arguments, error result)."""
 
 
-class ToolTimeout(ToolError):
-    """A tool call did not answer within its timeout."""
-
-
 class ServerError(AWorldGymError):
     """An MCP server could not be started, or died and could not be restarted."""
 

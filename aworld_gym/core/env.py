@@ -186,6 +186,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self._pending_limit: int | None = None  # what the TimeLimits around the env said during this reset
         self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
         self._chars = 0
+        self._step_started = 0.0  # perf_counter() at the start of the running step (info["step_time_s"])
         self._done = True
         self._tools: list[dict[str, Any]] | None = None
         self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (core.stepping.tool_change)

@@ -14,7 +14,6 @@ from aworld_gym.base.errors import (
     ServerError,
     TaskError,
     ToolError,
-    ToolTimeout,
 )
 
 __all__ = [
@@ -26,5 +25,4 @@ __all__ = [
     "ServerError",
     "TaskError",
     "ToolError",
-    "ToolTimeout",
 ]

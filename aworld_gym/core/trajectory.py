@@ -127,6 +127,16 @@ class Turn(TypedDict, total=False):
 
 _NOT_SERIALISED = ("messages", "step_time_s")
 
+# The keys of a record, in order: always there ...
+_RECORD_KEYS = ("episode_id", "env_id", "task_id", "seed", "sample", "group", "policy", "started_at", "task_meta",
+                "turns", "num_turns", "reward", "reward_components", "metrics", "reward_errors", "score", "answer",
+                "terminated", "truncated", "termination", "status", "weight", "error", "timings")  # fmt: skip
+# ... there when the named field is set ...
+_RECORD_IF_SET = {"prompt": "prompt", "screenshot": "screenshot", "tokens": "tokens",
+                  "group_complete": "group_complete", "group_reward_components": "group_complete"}  # fmt: skip
+# ... and read from the ledger.
+_LEDGER_KEYS = {"reward": "total", "reward_components": "components", "metrics": "metrics", "reward_errors": "errors"}
+
 
 @dataclass
 class TokenData:
@@ -213,50 +223,37 @@ class Trajectory:
         self.truncated = not self.terminated
 
     # ----- one serialisation -------------------------------------------------------------------------------
+    def _in_record(self, key: str) -> bool:
+        return key in _RECORD_KEYS or (key in _RECORD_IF_SET and getattr(self, _RECORD_IF_SET[key]) is not None)
+
+    def _record_value(self, key: str) -> Any:
+        """The value of one record key that is a field's own (a copy of a dict, as the record holds it)."""
+        if key == "turns":
+            return [{k: v for k, v in t.items() if k not in _NOT_SERIALISED} for t in self.turns]
+        if key == "tokens":
+            return self.tokens.to_dict() if self.tokens is not None else None
+        value = getattr(self.ledger, _LEDGER_KEYS[key]) if key in _LEDGER_KEYS else getattr(self, key)
+        return dict(value) if isinstance(value, dict) else value
+
     def __getitem__(self, key: str) -> Any:
-        """A trajectory reads as its record too (``traj["reward"]``), so code written for records keeps working."""
-        return self.to_record()[key]
+        """A trajectory reads as its record too (``traj["reward"]``), so code written for records keeps working: the
+        same value as ``to_record()[key]``, read from the one field (the record is not built for it)."""
+        if self._in_record(key):
+            return self._record_value(key)
+        if key in self.extra:
+            return self.extra[key]
+        raise KeyError(key)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.to_record().get(key, default)
+        """``to_record().get(key, default)``, read from the one field."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     def to_record(self) -> dict[str, Any]:
         """The JSON-able record (JSONL/Parquet rows; the turns without their chat messages)."""
-        rec: dict[str, Any] = {
-            "episode_id": self.episode_id,
-            "env_id": self.env_id,
-            "task_id": self.task_id,
-            "seed": self.seed,
-            "sample": self.sample,
-            "group": self.group,
-            "policy": self.policy,
-            "started_at": self.started_at,
-            "task_meta": dict(self.task_meta),
-            "turns": [{k: v for k, v in t.items() if k not in _NOT_SERIALISED} for t in self.turns],
-            "num_turns": self.num_turns,
-            "reward": self.ledger.total,
-            "reward_components": dict(self.ledger.components),
-            "metrics": dict(self.ledger.metrics),
-            "reward_errors": dict(self.ledger.errors),
-            "score": self.score,
-            "answer": self.answer,
-            "terminated": self.terminated,
-            "truncated": self.truncated,
-            "termination": self.termination,
-            "status": self.status,
-            "weight": self.weight,
-            "error": self.error,
-            "timings": dict(self.timings),
-        }
-        if self.prompt is not None:
-            rec["prompt"] = self.prompt
-        if self.screenshot is not None:
-            rec["screenshot"] = self.screenshot
-        if self.tokens is not None:
-            rec["tokens"] = self.tokens.to_dict()
-        if self.group_complete is not None:
-            rec["group_complete"] = self.group_complete
-            rec["group_reward_components"] = dict(self.group_reward_components)
+        rec = {k: self._record_value(k) for k in (*_RECORD_KEYS, *_RECORD_IF_SET) if self._in_record(k)}
         for k, v in self.extra.items():  # extra keys never clobber a field's own
             rec.setdefault(k, v)
         return rec

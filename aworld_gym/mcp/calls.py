@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from mcp import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
@@ -67,9 +67,7 @@ async def send(
         if deadline.expired() or exc.code == REQUEST_TIMEOUT:
             await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
-        # CONNECTION_CLOSED is also the generic server-error code -32000: only a transport that really ended (or
-        # an HTTP session the server forgot) is a dead server.
-        if session_gone(exc) or (exc.code == CONNECTION_CLOSED and not await probe(conn, generation, timeout)):
+        if await session_lost(conn, generation, exc, timeout):
             conn.mark_dead(generation)
             text = f"Error: tool server {conn.spec.name!r} died during the call ({readable(exc.message)})."
             return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
@@ -120,8 +118,7 @@ async def send_internal(
     except TimeoutError:
         raise ServerError(f"{name!r} did not answer within {timeout:g} s") from None
     except MCPError as exc:
-        if exc.code == CONNECTION_CLOSED or session_gone(exc):
-            conn.mark_dead(generation)
+        await session_lost(conn, generation, exc, timeout)
         raise ServerError(redact(f"{name!r} failed: {exc.message}")) from None
     except Exception as exc:  # noqa: BLE001 - reported to the env as a ServerError
         if conn.transport_done():
@@ -156,9 +153,17 @@ async def probe(conn: Connection, generation: int, timeout: float) -> bool:
     return True
 
 
-def session_gone(exc: MCPError) -> bool:
-    """An HTTP server that restarted answers an old session id with 404, which the client reports like this."""
-    return "session terminated" in str(exc.message).lower()
+# The error codes a lost session is reported with: CONNECTION_CLOSED (a transport that ended; also the generic
+# server error -32000) and INVALID_REQUEST (an HTTP session the server forgot, e.g. after a restart: a 404, which the
+# client reports as its own "Session terminated" or as the server's JSON error, e.g. "Session not found"). Neither
+# code alone says the session is gone, so the session is probed.
+LOST_SESSION_CODES = (CONNECTION_CLOSED, INVALID_REQUEST)
+
+
+async def session_lost(conn: Connection, generation: int, exc: MCPError, timeout: float) -> bool:
+    """Whether ``exc`` means the session is gone: a code a lost session is reported with, and the session does not
+    answer a probe either (:func:`probe` marks the connection dead then; the hub restarts it at the next call)."""
+    return exc.code in LOST_SESSION_CODES and not await probe(conn, generation, timeout)
 
 
 def timeout_result(call: ToolCall, tool: RoutedTool, timeout: float, start: float, max_output_chars: int) -> ToolResult:

@@ -33,12 +33,10 @@ from aworld_gym.mcp.namespace import RoutedTool, find_tool, openai_tools, rebuil
 from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.redact import module_logger, redact, redact_json
 from aworld_gym.mcp.results import (
-    BAD_ARGUMENTS,
     INVALID_ARGUMENTS,
     REFUSED,
     SERVER_DIED,
     TIMEOUT,
-    TOO_LARGE,
     TOOL_ERROR,
     UNKNOWN_TOOL,
     ToolResult,
@@ -49,8 +47,8 @@ from aworld_gym.mcp.results import (
 from aworld_gym.mcp.watchdog import Watchdog
 
 # The result names are re-exported: importing them from here keeps working.
-__all__ = ["BAD_ARGUMENTS", "DEFAULT_CALL_TIMEOUT_S", "INVALID_ARGUMENTS", "META_PREFIX", "REFUSED", "SERVER_DIED",
-           "TIMEOUT", "TOOL_ERROR", "TOO_LARGE", "UNKNOWN_TOOL", "Guard", "ToolHub", "ToolResult", "render_content",
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "INVALID_ARGUMENTS", "META_PREFIX", "REFUSED", "SERVER_DIED",
+           "TIMEOUT", "TOOL_ERROR", "UNKNOWN_TOOL", "Guard", "ToolHub", "ToolResult", "render_content",
            "truncate"]  # fmt: skip
 
 logger = module_logger(__name__)
@@ -154,7 +152,7 @@ class ToolHub:
         # A hub with a pooled server driven synchronously lives on the background loop, so that it shares the pool.
         self._loop = HubLoop(background=any(s.pool for s in self.specs))
         self._watchdog = Watchdog()
-        self._guard: float | None = None
+        self._step_timeout_s: float | None = None  # the wall bound of one step (the slowest call + restart)
 
     # ----- sync face -------------------------------------------------------------------------------------
     def start(self) -> ToolHub:
@@ -173,11 +171,11 @@ class ToolHub:
 
     def call(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run ``calls`` concurrently and return one result per call, in order. Never raises for a bad call."""
-        return self._loop.run(self._acall(list(calls)), timeout=self._guard_timeout())
+        return self._loop.run(self._acall(list(calls)), timeout=self._step_timeout())
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run an env's own coroutine (that awaits :meth:`acall_internal`) on the hub's loop, from sync code."""
-        return self._loop.run(coro, timeout=self._guard_timeout())
+        return self._loop.run(coro, timeout=self._step_timeout())
 
     def reconnect(self, server: str) -> None:
         """Drop the session with ``server`` (e.g. it was restarted and forgot it): the next call opens a new one."""
@@ -321,7 +319,7 @@ class ToolHub:
             await self._astart()
         await refresh_tools(self)  # tools/list_changed: the table changes between steps, never during one
         step = run_calls(self._call_one, calls, self.sequential)  # bounded even if a call ignores its cancellation
-        results = await guarded_step(step, calls, self._conns, self._guard_timeout())
+        results = await guarded_step(step, calls, self._conns, self._step_timeout())
         await refresh_tools(self)
         results = [_hide_secrets(r) for r in results]  # a config's secrets, echoed by a server or an error
         return cap_images(results, self.images)  # the step's image limits, in call order
@@ -329,11 +327,11 @@ class ToolHub:
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout
 
-    def _guard_timeout(self) -> float:
-        if self._guard is None:
+    def _step_timeout(self) -> float:
+        if self._step_timeout_s is None:
             slowest = max((s.timeout or self.call_timeout for s in self.specs), default=self.call_timeout)
-            self._guard = slowest + 90.0  # restart + connect time on top of the slowest call
-        return self._guard
+            self._step_timeout_s = slowest + 90.0  # restart + connect time on top of the slowest call
+        return self._step_timeout_s
 
     async def _call_one(self, call: ToolCall) -> ToolResult:
         start = time.perf_counter()

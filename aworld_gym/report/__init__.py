@@ -3,6 +3,7 @@ viewer (:mod:`.html`)."""
 
 from __future__ import annotations
 
-from aworld_gym.report.stats import compare, pass_at_k, summarize, summarize_records
+from aworld_gym.core.pass_at_k import pass_at_k
+from aworld_gym.report.stats import compare, summarize, summarize_records
 
 __all__ = ["compare", "pass_at_k", "summarize", "summarize_records"]

@@ -19,14 +19,15 @@ from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
+from aworld_gym.core.pass_at_k import pass_table
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
-from aworld_gym.rollout.engines import AsyncEngine, Engine
+from aworld_gym.rollout.engines import Engine
 from aworld_gym.rollout.envs import EnvLike
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.record_json import clean_record, escape_surrogates
 from aworld_gym.rollout.sinks import Sink, open_sink
-from aworld_gym.rollout.stream import Rollout
+from aworld_gym.rollout.stream import Rollout, make_engine
 
 __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
 
@@ -119,7 +120,6 @@ class Summary:
         """pass@k (unbiased estimator) for k = 1 and each power of two up to the samples per task, overall and per
         task level: ``{"overall": {"pass@1": {"value", "tasks"}, ...}, "by_level": {level: {...}}}``. Only the
         episodes recorded by this run count (not those a resumed run skipped)."""
-        from aworld_gym.report.stats import pass_table
 
         def table(counts: dict[str, list[int]]) -> dict[str, Any]:
             return pass_table({t: (n, c) for t, (n, c) in counts.items()})
@@ -288,41 +288,6 @@ def collect(
             finally:
                 rollout.close()
     return summary
-
-
-def make_engine(
-    engine: Engine | str | None,
-    concurrency: int | None = None,
-    ray_address: str | None = None,
-    ray_actors: int | None = None,
-    policy_timeout_s: float | None = None,
-    screenshots: str | Path | None = None,
-) -> Engine:
-    """An engine object from an object, a name (``"async"``, ``"ray"``, ``"process"``) or ``None`` (the in-process
-    one)."""
-    if engine is not None and not isinstance(engine, str):
-        if any(v is not None for v in (concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)):
-            raise ValueError("give the engine's settings to the engine object, not to collect()")
-        return engine
-    n = 8 if concurrency is None else concurrency
-    if engine in (None, "async"):
-        if ray_address is not None or ray_actors is not None:
-            raise ValueError("ray_address / ray_actors are settings of engine='ray'")
-        return AsyncEngine(concurrency=n, policy_timeout_s=policy_timeout_s, screenshots=screenshots)
-    if engine == "ray":
-        if screenshots is not None:
-            raise ValueError("screenshots are written by the in-process engine only (engine='async')")
-        from aworld_gym.rollout.ray_engine import RayEngine
-
-        return RayEngine(concurrency=n, address=ray_address, actors=ray_actors, policy_timeout_s=policy_timeout_s)
-    if engine == "process":
-        if ray_address is not None or ray_actors is not None or screenshots is not None:
-            raise ValueError("ray_address / ray_actors / screenshots are not settings of engine='process'")
-        from aworld_gym.rollout.process_engine import ProcessEngine
-
-        return ProcessEngine(concurrency=n, policy_timeout_s=policy_timeout_s)
-    raise ValueError("engine must be 'async', 'ray', 'process', or an engine object (AsyncEngine, RayEngine, "
-                     "ProcessEngine)")  # fmt: skip
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:

@@ -19,7 +19,6 @@ import inspect
 import time
 import traceback
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +33,7 @@ from aworld_gym.rollout.tokens import TokenMode, TokenTrack, new_env_messages, s
 
 PROMPT_CHARS = 8000  # the first observation kept in a trajectory, at most
 
-__all__ = ["PROMPT_CHARS", "ContextLimit", "arun_episode", "error_text", "record_step", "run_episode"]
-
-
-@dataclass(frozen=True)
-class ContextLimit:
-    """A text policy's context: before each turn, ``count(messages) + max_new_tokens > max_model_len`` ends the
-    episode with ``context_limit``. A policy that knows its tokenizer has one as ``policy.context_limit``."""
-
-    max_model_len: int
-    max_new_tokens: int
-    count: Any  # (messages) -> int
-    overflow_reward: float = 0.0
-
-    def overflows(self, messages: list[dict[str, Any]]) -> bool:
-        return int(self.count(messages)) + self.max_new_tokens > self.max_model_len
+__all__ = ["PROMPT_CHARS", "arun_episode", "error_text", "record_step", "run_episode"]
 
 
 class _SyncFace:

@@ -8,6 +8,7 @@ from typing import Any
 from aworld_gym.core.actions import Action, Sample
 from aworld_gym.core.episode import require_text
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.rollout.policies import ContextLimit
 
 
 class HFPolicy:
@@ -67,8 +68,6 @@ class HFPolicy:
     @property
     def context_limit(self) -> Any:
         """The episode driver's context check (the prompt counted with this model's chat template)."""
-        from aworld_gym.rollout.driver import ContextLimit
-
         model = self._load()
         limit = self.max_model_len or getattr(model.config, "max_position_embeddings", None)
         if limit is None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from aworld_gym.core import registry
 from aworld_gym.core.actions import Action
 from aworld_gym.core.errors import ConfigError
 
@@ -25,6 +27,20 @@ class Policy(Protocol):
     name: str
 
     def act(self, env: Any, observation: str, info: dict[str, Any]) -> str | Action: ...
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """A text policy's context: before each turn, ``count(messages) + max_new_tokens > max_model_len`` ends the
+    episode with ``context_limit``. A policy that knows its tokenizer has one as ``policy.context_limit``."""
+
+    max_model_len: int
+    max_new_tokens: int
+    count: Any  # (messages) -> int
+    overflow_reward: float = 0.0
+
+    def overflows(self, messages: list[dict[str, Any]]) -> bool:
+        return int(self.count(messages)) + self.max_new_tokens > self.max_model_len
 
 
 class Latency:
@@ -72,6 +88,13 @@ async def policy_act(policy: Policy, env: Any, observation: str, info: dict[str,
 
 PolicyFactory = Callable[..., Policy]
 
+# The model-backed policies by name, imported when asked for (they build on this module's contract: a name, not an
+# import, keeps the contract below them).
+MODEL_POLICIES: dict[str, str] = {
+    "openai": "aworld_gym.rollout.openai_policy:OpenAIPolicy",
+    "hf": "aworld_gym.rollout.hf_policy:HFPolicy",
+}
+
 
 def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -> Policy:
     """Build a policy by name for ``env_id``.
@@ -80,29 +103,16 @@ def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -
     (:class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy`); ``"hf"``: a local transformers model
     (:class:`~aworld_gym.rollout.hf_policy.HFPolicy`).
     """
-    import importlib
-
     if latency_s < 0:
         raise ConfigError("--policy-latency must be >= 0")
     if name == "reference":
-        import aworld_gym
-
-        target = aworld_gym.reference_policy(env_id)
+        target = registry.reference_policy(env_id)
         if target is None:
-            known = sorted(aworld_gym.REFERENCE_POLICIES)
+            known = sorted(registry.REFERENCE_POLICIES)
             raise ConfigError(
                 f"{env_id} has no reference policy (aworld_gym.register(..., reference_policy=)); ids with one: {known}"
             )
-        if isinstance(target, str):
-            module, _, attr = target.partition(":")
-            target = getattr(importlib.import_module(module), attr)
-        return target(latency_s=latency_s, **kwargs)
-    if name == "openai":
-        from aworld_gym.rollout.openai_policy import OpenAIPolicy
-
-        return OpenAIPolicy(**kwargs)
-    if name == "hf":
-        from aworld_gym.rollout.hf_policy import HFPolicy
-
-        return HFPolicy(**kwargs)
+        return registry.load(target)(latency_s=latency_s, **kwargs)
+    if name in MODEL_POLICIES:
+        return registry.load(MODEL_POLICIES[name])(**kwargs)
     raise ConfigError(f"unknown policy {name!r}; choose 'reference', 'openai' or 'hf'")

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.core.registry import worker_environ
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.engines import Work, take_jobs
 from aworld_gym.rollout.jobs import Job
@@ -129,10 +130,9 @@ class ProcessEngine:
         workers: list[_Worker] = []
         t0 = time.perf_counter()
 
-        from aworld_gym.envs.browser.browsers import active_share
-
         planned = self.plan(len(work.jobs))
-        environ = {**os.environ, **active_share(len(planned))}  # the workers share the machine's browser slots
+        # the workers share the machine's slots of the env's per-process gates (the browser env's, for one)
+        environ = {**os.environ, **worker_environ(work.env_id, len(planned))}
 
         async def spawn(i: int, slots: int, generation: int) -> _Worker:
             proc = await asyncio.create_subprocess_exec(

@@ -147,9 +147,9 @@ class RayEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _new_pool(self, most: int | None) -> ActorPool:
+    def _new_pool(self, most: int | None, env_id: str | None = None) -> ActorPool:
         ray = init_ray(self.address)
-        return ActorPool(ray, self.concurrency, self.actors, self.actors_per_cpu, most, self.linger_s)
+        return ActorPool(ray, self.concurrency, self.actors, self.actors_per_cpu, most, self.linger_s, env_id)
 
     # ----- a run ----------------------------------------------------------------------------------------------
     async def run(self, work: Work) -> AsyncIterator[tuple[Job, Trajectory]]:
@@ -161,7 +161,7 @@ class RayEngine:
         self._busy = True
         one_shot = self._pool is None
         try:
-            pool = self._new_pool(len(work.jobs)) if one_shot else self._pool
+            pool = self._new_pool(len(work.jobs), work.env_id) if one_shot else self._pool
             assert pool is not None
             try:
                 async for item in self._dispatch(pool, work):

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.core.registry import worker_environ
 from aworld_gym.rollout.ray_worker import actor_class
 
 
@@ -76,6 +77,8 @@ class ActorPool:
         actors_per_cpu: actors per CPU of a node when ``actors`` is not given.
         most: at most this many actors (besides ``concurrency``; e.g. a one-shot run's job count).
         linger_s: an actor's wait after a finished record for more to send with it.
+        env_id: the env the actors will run (its declared worker share sets their environment); ``None`` (a warm
+            pool started before any run): every declared share.
     """
 
     ray: Any
@@ -84,6 +87,7 @@ class ActorPool:
     actors_per_cpu: float = 1.0
     most: int | None = None
     linger_s: float = 0.002
+    env_id: str | None = None
     members: list[Member] = field(default_factory=list)
     lost: int = 0
     start_s: float = 0.0
@@ -103,13 +107,11 @@ class ActorPool:
     def _spawn(self, node: str, slots: int) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from aworld_gym.envs.browser.browsers import active_share
-
         options: dict[str, Any] = {}
         if node:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-        # the node's actors share its browser slots (the gate is per process)
-        environ = active_share(self._per_node.get(node, 1), self._nodes.get(node))
+        # the node's actors share its slots of the env's per-process gates (the browser env's, for one)
+        environ = worker_environ(self.env_id, self._per_node.get(node, 1), self._nodes.get(node))
         return self._remote.options(**options).remote(slots, self.linger_s, environ)
 
     def wait_ready(self, timeout: float = 300.0) -> float:

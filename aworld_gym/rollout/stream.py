@@ -24,7 +24,7 @@ from typing import Any
 
 from aworld_gym.core.faces import check_async
 from aworld_gym.core.trajectory import Trajectory
-from aworld_gym.rollout.engines import Engine, Work
+from aworld_gym.rollout.engines import AsyncEngine, Engine, Work
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import GroupCollector, check_void_policy
 from aworld_gym.rollout.jobs import Job, plan_jobs
@@ -75,8 +75,6 @@ class Rollout:
         policy_timeout_s: float | None = None,
         screenshots: str | Path | None = None,
     ) -> None:
-        from aworld_gym.rollout.collect import make_engine
-
         if episodes < 1 or group_size < 1:
             raise ValueError("episodes and group_size must be at least 1")
         if task_order not in ("cycle", "sample"):
@@ -90,6 +88,7 @@ class Rollout:
         self.skip, self.grouped = skip, grouped
         self.probe: Any = None
         self.env_id = env if isinstance(env, str) else ""
+        self.task_ids: list[str] = []
         self.jobs: list[Job] = []
         self.todo: list[Job] = []
         self.groups: GroupCollector | None = None
@@ -148,7 +147,8 @@ class Rollout:
         finally:
             await run.aclose()  # type: ignore[attr-defined] - stops the workers, closes every env
             self.close()
-        # (an interrupted run leaves groups in self.groups.held: collect writes them; a stream's consumer left)
+        # an interrupted run leaves its open groups in self.groups: collect finishes and writes them
+        # (groups.flush(), group_complete False); a stream whose consumer left drops them
 
 
 def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None) -> Callable[[], Policy]:
@@ -306,3 +306,38 @@ def stream(env: EnvLike, policy: Any, *, buffer: int = 1, **kwargs: Any) -> Stre
 def stream_groups(env: EnvLike, policy: Any, *, buffer: int = 1, **kwargs: Any) -> Stream:
     """Complete GRPO groups as they finish, as a plain iterator (see :class:`Rollout` for the keywords)."""
     return Stream(lambda: astream_groups(env, policy, **kwargs), buffer)
+
+
+def make_engine(
+    engine: Engine | str | None,
+    concurrency: int | None = None,
+    ray_address: str | None = None,
+    ray_actors: int | None = None,
+    policy_timeout_s: float | None = None,
+    screenshots: str | Path | None = None,
+) -> Engine:
+    """An engine object from an object, a name (``"async"``, ``"ray"``, ``"process"``) or ``None`` (the in-process
+    one)."""
+    if engine is not None and not isinstance(engine, str):
+        if any(v is not None for v in (concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)):
+            raise ValueError("give the engine's settings to the engine object, not to collect()")
+        return engine
+    n = 8 if concurrency is None else concurrency
+    if engine in (None, "async"):
+        if ray_address is not None or ray_actors is not None:
+            raise ValueError("ray_address / ray_actors are settings of engine='ray'")
+        return AsyncEngine(concurrency=n, policy_timeout_s=policy_timeout_s, screenshots=screenshots)
+    if engine == "ray":
+        if screenshots is not None:
+            raise ValueError("screenshots are written by the in-process engine only (engine='async')")
+        from aworld_gym.rollout.ray_engine import RayEngine
+
+        return RayEngine(concurrency=n, address=ray_address, actors=ray_actors, policy_timeout_s=policy_timeout_s)
+    if engine == "process":
+        if ray_address is not None or ray_actors is not None or screenshots is not None:
+            raise ValueError("ray_address / ray_actors / screenshots are not settings of engine='process'")
+        from aworld_gym.rollout.process_engine import ProcessEngine
+
+        return ProcessEngine(concurrency=n, policy_timeout_s=policy_timeout_s)
+    raise ValueError("engine must be 'async', 'ray', 'process', or an engine object (AsyncEngine, RayEngine, "
+                     "ProcessEngine)")  # fmt: skip

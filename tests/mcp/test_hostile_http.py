@@ -226,3 +226,16 @@ def test_a_compressed_bomb_is_bounded_after_decoding(encoding):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert anyio.run(main) == {"ok": 1}  # a small compressed reply still reads
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # kB: the 200 MB never existed
+
+
+@pytest.mark.parametrize("with_json", [False, True])
+def test_a_session_the_server_forgot_is_a_dead_server_then_a_new_session(hostile, with_json):
+    """A restarted HTTP server answers the old session id with 404: the SDK client reports it as INVALID_REQUEST
+    (its own "Session terminated", or the server's JSON error "Session not found"). The call ends as server_died and
+    the next call opens a new session (before, a JSON 404 was a tool error, and so was every later call)."""
+    assert hostile.call([ToolCall("forget", {"json": with_json})])[0].text == "forgot"
+    gone = hostile.call([ToolCall("ok", {"text": "a"})])[0]
+    assert gone.error == "server_died", gone.text
+    assert "Session not found" in gone.text if with_json else "Session terminated" in gone.text
+    again = hostile.call([ToolCall("ok", {"text": "b"})])[0]
+    assert again.text == "ok:b" and hostile.restarts == 1

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from aworld_gym.report.stats import compare, natural_key, pass_at_k, quantile, summarize, summarize_records
+from aworld_gym.core.pass_at_k import pass_at_k
+from aworld_gym.report.stats import compare, natural_key, quantile, summarize, summarize_records
 from aworld_gym.rollout.sinks import open_sink
 
 

@@ -304,3 +304,43 @@ def test_the_summary_gives_pass_at_k_overall_and_per_level():
     text = s.render()
     assert "pass@1 50.0%, pass@2 75.0%, pass@4 100.0% (2 tasks)" in text and "level 2" in text
     assert s.to_dict()["pass_at_k"] == p
+
+
+class InterruptedAt(PlanPolicy):
+    """Ctrl-C (a KeyboardInterrupt) at the first turn of the second episode of task ``task``."""
+
+    def __init__(self, task: str) -> None:
+        super().__init__()
+        self.task, self.met = task, 0
+
+    def decide(self, env):
+        if env.task.id == self.task and env.turn == 0:
+            self.met += 1
+            if self.met == 2:
+                raise KeyboardInterrupt
+        return super().decide(env)
+
+
+def test_an_interrupted_run_writes_the_groups_it_left_open_marked_cut_short(tmp_path):
+    import gymnasium as gym
+
+    from aworld_gym.core.rewards import Hook
+    from aworld_gym.wrappers import RewardShaping
+
+    sizes = []
+
+    def hook(group):
+        sizes.append(len(group))
+        return [{"group_bonus": 1.0}] * len(group)
+
+    def factory():
+        return RewardShaping(gym.make(ENV, **demo_env_kwargs(2)), [Hook(hook, on="group")])
+
+    out = tmp_path / "i.jsonl"
+    with pytest.raises(KeyboardInterrupt):  # groups: add-0 twice, then add-1 twice (its second sample interrupted)
+        collect(factory, InterruptedAt("add-1"), episodes=4, group_size=2, concurrency=1, sink=out, progress=False)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["task_id"], r["sample"], r["group_complete"]) for r in rows] == [
+        ("add-0", 0, True), ("add-0", 1, True), ("add-1", 0, False)
+    ]  # fmt: skip
+    assert sizes == [2, 1] and rows[-1]["group_reward_components"] == {"group_bonus": 1.0}

@@ -8,12 +8,12 @@ import os
 import psutil
 import pytest
 
-import aworld_gym  # noqa: F401
+import aworld_gym
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.plan import PlanPolicy
 from aworld_gym.rollout.process_engine import ProcessEngine
 from aworld_gym.rollout.stream import stream
-from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs
+from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs, registered_ids
 
 ENV = "AWorld/MCP-v0"
 
@@ -49,7 +49,7 @@ def test_the_process_engine_collects_everything_once_over_its_workers(tmp_path):
 
 
 def test_engine_by_name_and_settings():
-    from aworld_gym.rollout.collect import make_engine
+    from aworld_gym.rollout.stream import make_engine
 
     e = make_engine("process", 16, None, None, 5.0, None)
     assert isinstance(e, ProcessEngine) and (e.concurrency, e.policy_timeout_s) == (16, 5.0)
@@ -136,3 +136,38 @@ def test_a_stray_cancellation_ends_its_episode_as_env_crash_not_the_run(engine, 
     crashed = [r for r in rows if r["termination"] == "env_crash"]
     assert [r["task_id"] for r in crashed] == ["add-3"] and crashed[0]["status"] == "void"
     assert "CancelledError" in crashed[0]["error"] and s.successes == 5
+
+
+class EnvironPolicy(PlanPolicy):
+    """Writes its worker's admission variables to ``folder/<pid>`` (what the engine gave the worker process)."""
+
+    def __init__(self, folder: str, **kw):
+        super().__init__(**kw)
+        self.folder = folder
+
+    def decide(self, env):
+        seen = {k: os.environ.get(k) for k in ("LAB_SLOTS", "AWORLD_GYM_BROWSER_ACTIVE")}
+        with open(os.path.join(self.folder, str(os.getpid())), "w") as f:
+            json.dump(seen, f)
+        return super().decide(env)
+
+
+def lab_share(processes: int, cpus: float | None) -> dict[str, str]:
+    return {"LAB_SLOTS": f"12/{processes}"}
+
+
+def test_the_workers_get_the_envs_declared_share_and_no_other(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWORLD_GYM_BROWSER_ACTIVE", raising=False)
+    monkeypatch.delenv("LAB_SLOTS", raising=False)
+    ids = {"Lab/Shared-v0": lab_share, "Lab/Plain-v0": None}
+    with registered_ids(*ids):
+        for env_id, share in ids.items():
+            aworld_gym.register(env_id, "aworld_gym.core.env:MCPEnv", worker_share=share)
+            folder = tmp_path / env_id.replace("/", "_")
+            folder.mkdir()
+            s = collect(env_id, functools.partial(EnvironPolicy, str(folder)), episodes=4, progress=False,
+                        engine=ProcessEngine(concurrency=2, processes=2), env_kwargs=demo_env_kwargs(4))  # fmt: skip
+            seen = [json.loads(p.read_text()) for p in folder.iterdir()]
+            assert s.successes == 4 and len(seen) == 2  # both workers wrote
+            slots = "12/2" if share else None  # the share of one of 2 workers; an env without one: nothing
+            assert all(x == {"LAB_SLOTS": slots, "AWORLD_GYM_BROWSER_ACTIVE": None} for x in seen), seen

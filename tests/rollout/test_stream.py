@@ -95,3 +95,15 @@ def test_astream_groups_on_the_callers_loop():
 def test_a_failing_setup_is_raised_in_the_consumer():
     with pytest.raises(gym.error.Error, match="Did you mean"):
         list(stream("AWorld/MCPP-v0", PlanPolicy(), episodes=2))
+
+
+def test_a_rollout_has_every_attribute_before_it_opens():
+    from aworld_gym.rollout.stream import Rollout
+
+    r = Rollout("AWorld/MCP-v0", PlanPolicy(), episodes=3, env_kwargs=env_kwargs(2))
+    assert (r.task_ids, r.jobs, r.todo, r.groups) == ([], [], [], None)  # task_ids was first set by open()
+    try:
+        r.open()
+        assert r.task_ids == ["add-0", "add-1"] and [j.task_index for j in r.todo] == [0, 1, 0]
+    finally:
+        r.close()

@@ -8,8 +8,9 @@ import pytest
 
 import aworld_gym  # noqa: F401
 from aworld_gym.core.trajectory import RewardLedger, Termination, TokenData, Trajectory, status_of, void_counts
-from aworld_gym.rollout.driver import ContextLimit, arun_episode, run_episode
+from aworld_gym.rollout.driver import arun_episode, run_episode
 from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies import ContextLimit
 from tests.helpers import demo_env_kwargs, shaped_env
 
 
@@ -51,6 +52,43 @@ def test_a_record_reads_back_as_the_same_trajectory():
     back = Trajectory.from_record(rec)
     assert back.to_record() == rec and back.tokens == traj.tokens and back.ledger == traj.ledger
     assert traj["reward"] == 0.5 and traj.get("missing", 7) == 7  # reads as its record
+
+
+class CountingTrajectory(Trajectory):
+    """Counts its record builds."""
+
+    builds = 0
+
+    def to_record(self):
+        self.builds += 1
+        return super().to_record()
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_reading_a_key_gives_the_records_value_without_building_the_record(grouped):
+    traj = CountingTrajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 1}, seed=3, group="g")
+    for i in range(200):
+        traj.turns.append({"turn": i, "action": "a" * 100, "messages": [{"role": "user"}], "step_time_s": 0.1})
+    traj.ledger.add({"task": 1.0}, total=1.0)
+    traj.score, traj.terminated, traj.termination = 1.0, True, "answer"
+    traj.extra.update({"attempts": 2, "reward": 99.0, "prompt": "from extra", "ledger": "x"})  # no field clobbered
+    if grouped:
+        traj.prompt, traj.screenshot, traj.group_complete = "p", "s.png", True
+        traj.tokens = TokenData([1], [2], [0.0], [1], 1, 0)
+    keys = [*traj.to_record(), "missing", "tokens", "group_reward_components", "group_complete"]
+    traj.builds = 0
+    rec = Trajectory.to_record(traj)
+    for key in keys:
+        assert traj.get(key, "absent") == rec.get(key, "absent"), key
+        if key in rec:
+            assert traj[key] == rec[key]
+        else:
+            with pytest.raises(KeyError):
+                traj[key]
+    assert traj.builds == 0  # every read above came from the fields (before: one whole record per read)
+    assert traj["reward"] == 1.0 and traj["prompt"] == ("p" if grouped else "from extra") and traj["ledger"] == "x"
+    traj["task_meta"]["level"] = 9  # a read is a copy, as the record's is
+    assert traj.task_meta == {"level": 1} and "messages" not in traj["turns"][0]
 
 
 def test_the_ledger_sums_what_it_is_given():
