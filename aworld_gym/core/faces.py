@@ -156,9 +156,11 @@ def _time_limit(layer: Any) -> int:
         raise _no_face(
             layer,
             "step",
-            f"{type(layer).__qualname__} keeps its limit private and shows it only through its spec, and the env "
-            "below it has none (made without gym.make): make the env with gym.make(id, max_episode_steps=N) "
-            "(or give an AWorld env max_turns=N) to run it on the async face.",
+            f"{type(layer).__qualname__} keeps its limit private and shows it only through its spec, which is None "
+            "here: the env below has none (made without gym.make), or a gym.make keyword could not be deep-copied "
+            "(Gymnasium warned: 'An exception occurred ... while copying the environment spec'). Make the env with "
+            "gym.make and copyable keywords, or drop the TimeLimit and give an AWorld env max_turns=N, to run it on "
+            "the async face.",
         )
     return int(spec.max_episode_steps)
 
@@ -346,7 +348,8 @@ def _chain(env: Any) -> _Face:
 
 class AsyncWrapper(gym.Wrapper[Any, Any, Any, Any]):
     """A wrapper with both faces: the sync one is ``gymnasium.Wrapper``'s, the async one runs the stack below
-    through :mod:`aworld_gym.core.faces`' chain (built here: a wrapper below without an async face is refused now).
+    through :mod:`aworld_gym.core.faces`' chain (built by :func:`async_face`, or at the first async call: a wrapper
+    below without an async face is refused then).
 
     Subclass it for a wrapper of your own with both faces: override ``step`` and ``astep`` (``reset`` and
     ``areset``, ``close`` and ``aclose``) together, awaiting ``self.inner`` on the async face. As the outermost
@@ -358,7 +361,14 @@ class AsyncWrapper(gym.Wrapper[Any, Any, Any, Any]):
 
     def __init__(self, env: gym.Env[Any, Any]) -> None:
         super().__init__(env)
-        self.inner: _Face = _chain(env)
+        self._inner: _Face | None = None
+
+    @property
+    def inner(self) -> _Face:
+        """The async face of the stack below (built on first use: the sync face never needs it)."""
+        if self._inner is None:
+            self._inner = _chain(self.env)
+        return self._inner
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Reset:
         """Async :meth:`reset`."""
@@ -383,13 +393,13 @@ def async_face(env: Any) -> Any:
     Raises:
         AsyncFaceError: a wrapper in the stack overrides ``step``/``reset``/``close`` with no async equivalent.
     """
-    if isinstance(env, AsyncWrapper):
-        for method, table in (("reset", _RESETS), ("step", _STEPS), ("close", _CLOSES)):
-            _pick(env, method, table)  # a subclass that overrides step below the astep it inherits is refused
-        return env
     if not isinstance(env, gym.Wrapper) and all(hasattr(env, m) for m in ("areset", "astep", "aclose")):
         return env
-    return AsyncWrapper(env)
+    face = env if isinstance(env, AsyncWrapper) else AsyncWrapper(env)
+    for method, table in (("reset", _RESETS), ("step", _STEPS), ("close", _CLOSES)):
+        _pick(face, method, table)  # a subclass that overrides step below the astep it inherits is refused
+    _ = face.inner  # the stack below, validated now
+    return face
 
 
 def check_async(env: Any) -> None:

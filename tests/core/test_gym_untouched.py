@@ -6,10 +6,14 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
+import warnings
 
 import gymnasium as gym
+import pytest
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 
+from aworld_gym.core.faces import AsyncFaceError, async_face
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.plan import PlanPolicy
@@ -170,3 +174,26 @@ def test_a_users_reward_wrapper_runs_through_collect():
     # every turn r -> 10 r + 1
     assert wrapped.total_reward == 10 * plain.total_reward + plain.total_turns
     assert plain.total_reward == 3.0 and plain.total_turns == 6
+
+
+class LockedGuard:
+    """A guard holding a lock: a gym.make keyword that Gymnasium's spec copy cannot deep-copy."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, tool, arguments):
+        return None
+
+
+def test_a_keyword_gymnasium_cannot_copy_still_makes_the_env_and_is_refused_on_the_async_face_only():
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
+                       guard=LockedGuard(), max_episode_steps=2)  # fmt: skip
+        assert env.limit is None  # TimeLimit's spec (its one public view of the limit) could not be made
+        env.reset(options={"task_id": "add"})
+        assert [env.step("no call")[3] for _ in range(2)] == [False, True]  # Gymnasium's own TimeLimit
+        with pytest.raises(AsyncFaceError, match="could not be deep-copied"):
+            async_face(env)
+    env.close()
