@@ -15,7 +15,7 @@ from aworld_gym.core.registry import REFERENCE_POLICIES, reference_policy
 if TYPE_CHECKING:  # what the lazy exports below resolve to, for type checkers and IDEs (never imported at run time)
     from aworld_gym.core.env import MCPEnv
     from aworld_gym.core.episode import TaskState
-    from aworld_gym.core.faces import AsyncFaceError
+    from aworld_gym.core.faces import AsyncFaceError, AsyncWrapper, async_face
     from aworld_gym.core.judge import LLMJudge
     from aworld_gym.core.resources import LocalServer
     from aworld_gym.core.rewards import Hook, reward_hook
@@ -34,6 +34,7 @@ __all__ = [
     "REFERENCE_POLICIES",
     "AsyncEngine",
     "AsyncFaceError",
+    "AsyncWrapper",
     "Hook",
     "LLMJudge",
     "LocalServer",
@@ -49,6 +50,7 @@ __all__ = [
     "arun_episode",
     "astream",
     "astream_groups",
+    "async_face",
     "collect",
     "reference_policy",
     "register",
@@ -71,6 +73,8 @@ _LAZY: dict[str, str] = {
     "TaskState": "aworld_gym.core.episode",
     "LLMJudge": "aworld_gym.core.judge",
     "AsyncFaceError": "aworld_gym.core.faces",
+    "AsyncWrapper": "aworld_gym.core.faces",
+    "async_face": "aworld_gym.core.faces",
     "Trajectory": "aworld_gym.core.trajectory",
     # the rollout surface
     "collect": "aworld_gym.rollout.collect",
@@ -84,6 +88,8 @@ _LAZY: dict[str, str] = {
     "run_episode": "aworld_gym.rollout.driver",
     "arun_episode": "aworld_gym.rollout.driver",
 }
+
+_TURN_LIMIT = "aworld_gym.wrappers.turn_limit:TurnLimit"  # every id's outermost wrapper (named, not imported here)
 
 # id -> (entry point, default max_episode_steps). Every id involves tools: nondeterministic.
 ENV_IDS: dict[str, tuple[str, int]] = {}
@@ -113,9 +119,11 @@ def register(
             function; see :mod:`aworld_gym.core.registry`).
         **kwargs: default keyword arguments of the env (``gym.register``'s ``kwargs``).
 
-    Re-registering an id replaces it. Returns the id.
+    ``gym.make`` of the id returns :class:`~aworld_gym.wrappers.turn_limit.TurnLimit` outermost (the spec's
+    additional wrapper): both faces, and the env told its turn limit. Re-registering an id replaces it. Returns the id.
     """
     import gymnasium as gym
+    from gymnasium.envs.registration import WrapperSpec
 
     if env_id in gym.registry:
         del gym.registry[env_id]
@@ -127,6 +135,7 @@ def register(
         disable_env_checker=False,
         vector_entry_point=_vector_entry_point(env_id),
         kwargs=dict(kwargs),
+        additional_wrappers=(WrapperSpec("TurnLimit", _TURN_LIMIT, {}),),
     )
     _registry.declare(env_id, reference_policy=reference_policy, worker_share=worker_share)
     return env_id
@@ -172,13 +181,6 @@ def _vector_entry_point(env_id: str) -> Any:
     return _VectorEntry(env_id)
 
 
-def _install_faces() -> None:
-    from aworld_gym.core.faces import install
-
-    install()
-
-
-_install_faces()
 register_envs()
 
 

@@ -1,22 +1,42 @@
-"""One environment, two faces: ``areset`` / ``astep`` / ``aclose`` on every env that ``gym.make`` returns.
+"""One environment, two faces, and nothing of Gymnasium patched.
 
-Gymnasium's wrappers only have a sync face. :func:`install` (run by ``import aworld_gym``) gives
-``gymnasium.Wrapper`` three async methods that walk the wrapper chain layer by layer:
+Gymnasium's wrappers have a sync face only, and ``import aworld_gym`` leaves them so: no Gymnasium class gets an
+attribute or a replaced method, and no field of a Gymnasium wrapper is written, at import or later. The async face
+(``areset`` / ``astep`` / ``aclose``) comes from objects of ours:
 
-- a wrapper class that defines its own ``astep`` / ``areset`` / ``aclose`` (ours do) uses them;
-- a wrapper that does not override ``step`` / ``reset`` / ``close`` passes the call through;
+- every id registered through :func:`aworld_gym.register` gets :class:`~aworld_gym.wrappers.turn_limit.TurnLimit`
+  as its outermost wrapper (the spec's additional wrapper), so what ``gym.make`` returns has both faces;
+- :func:`async_face` gives any env, a user's own wrapper stack included, an object with both faces: the env itself
+  where its outermost object has one, else an :class:`AsyncWrapper` around it. The engines and the trainer faces
+  drive every env through it (the env pool puts it on each env it makes).
+
+An :class:`AsyncWrapper` runs the stack below it on the async face through a chain of faces built once, when it is
+made, one per layer:
+
+- a layer whose class has its own ``areset`` / ``astep`` / ``aclose`` (ours do; a user's may) is awaited as it is;
+- a Gymnasium wrapper that keeps ``gymnasium.Wrapper``'s ``step`` / ``reset`` / ``close`` passes the call down;
 - Gymnasium's standard wrappers (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``,
   ``RecordEpisodeStatistics``, and every ``RewardWrapper`` / ``ObservationWrapper`` / ``ActionWrapper`` that keeps
-  the base ``step``, e.g. ``TransformReward``, ``ClipReward``, ``TransformObservation``) get async equivalents here;
-- any other wrapper that overrides ``step`` / ``reset`` / ``close`` raises :class:`AsyncFaceError`, naming it,
-  instead of being silently skipped.
+  the base ``step``, e.g. ``TransformReward``, ``ClipReward``, ``TransformObservation``) run by a table of async
+  equivalents that uses only their public API (``reward()``, ``observation()``, ``action()``, ``spec``);
+- any other wrapper that overrides ``step`` / ``reset`` / ``close`` is refused with :class:`AsyncFaceError`,
+  naming it, when the chain is built (before any episode), instead of being silently skipped.
 
-At the bottom of the chain the env's own ``areset``/``astep``/``aclose`` run (an env without them runs its sync
-method in a worker thread).
+At the bottom the env's own ``areset`` / ``astep`` / ``aclose`` run (an env without them runs its sync method in a
+worker thread).
 
-``TimeLimit`` also tells an AWorld env its limit at every reset (``env.unwrapped.limit_turns(n)``), so that the env
-itself ends the episode at that turn with ``truncation_reason="turn_limit"`` and runs its episode-end reward hooks:
-the turn limit is enforced once, by the env, on both faces.
+Each face keeps the bookkeeping of the Gymnasium wrapper it stands for itself (steps counted, reset seen, checks
+run, episode statistics), since Gymnasium keeps that state in private fields: drive one episode on one face.
+``TimeLimit``'s limit is read from its public ``spec.max_episode_steps``, so a ``TimeLimit`` around an env that
+has no spec (made without ``gym.make``) is refused on the async face. ``RecordEpisodeStatistics`` writes its
+statistics under ``info["episode"]`` (its default key; the key is not public) and its queues fill on the sync
+face only.
+
+The turn limit: an AWorld env ends its last turn itself (``truncation_reason="turn_limit"``, episode hooks run) when
+it is told the limit at reset (:func:`tell_turn_limit`, the env's public ``limit_turns``). ``TurnLimit`` tells it the
+limit of ``gym.make``'s ``TimeLimit`` on both faces, and the async face of any ``TimeLimit`` tells it too; a
+``TimeLimit`` a user puts outside ``TurnLimit`` truncates on the sync face without the env knowing (no label, no
+episode hooks): pass ``max_episode_steps`` to ``gym.make`` instead.
 """
 
 from __future__ import annotations
@@ -31,155 +51,230 @@ from gymnasium.error import ResetNeeded
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, RecordEpisodeStatistics, TimeLimit
 
 Step = tuple[Any, Any, bool, bool, dict[str, Any]]
+Reset = tuple[Any, dict[str, Any]]
+STATS_KEY = "episode"  # RecordEpisodeStatistics' default info key, what its async face writes
+
+__all__ = ["AsyncFaceError", "AsyncWrapper", "async_face", "check_async", "tell_turn_limit"]
 
 
 class AsyncFaceError(TypeError):
     """A wrapper in the chain changes ``step``/``reset``/``close`` but has no async equivalent."""
 
 
-def _no_face(layer: Any, method: str) -> AsyncFaceError:
+def _no_face(layer: Any, method: str, why: str = "") -> AsyncFaceError:
     name = type(layer).__qualname__
     return AsyncFaceError(
-        f"wrapper {name} overrides {method}() but has no a{method}(): on the async face (collect, Ray, verl, "
-        f"await env.a{method}) it would be skipped, so it is refused. Give {name} an `async def a{method}` that "
-        f"awaits `self.env.a{method}(...)`, or use an aworld_gym.wrappers equivalent."
+        why
+        or f"wrapper {name} overrides {method}() but has no a{method}(): on the async face (collect, Ray, verl, "
+        f"await env.a{method}) it would be skipped, so it is refused. Subclass aworld_gym.AsyncWrapper and give "
+        f"{name} an `async def a{method}` that awaits `self.inner.a{method}(...)`, or use an aworld_gym.wrappers "
+        "equivalent."
     )
 
 
-# ----- the bottom of the chain --------------------------------------------------------------------------------
-async def _inner_reset(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    fn = getattr(env, "areset", None)
-    if fn is not None:
-        return await fn(seed=seed, options=options)
-    return await asyncio.to_thread(env.reset, seed=seed, options=options)
+def tell_turn_limit(env: Any, limit: int | None) -> None:
+    """Tell an AWorld env (``env.unwrapped.limit_turns``) the turn limit of a ``TimeLimit`` around it, before its
+    reset, so that the env ends, labels and scores that turn itself; other envs are not told."""
+    tell = getattr(env.unwrapped, "limit_turns", None)
+    if tell is not None and limit is not None:
+        tell(limit)
 
 
-async def _inner_step(env: Any, action: Any) -> Step:
-    fn = getattr(env, "astep", None)
-    if fn is not None:
-        return await fn(action)
-    return await asyncio.to_thread(env.step, action)
+class _Face:
+    """The async face of one layer of a wrapper stack (what the layer above awaits)."""
+
+    async def areset(self, seed: int | None, options: dict[str, Any] | None) -> Reset:
+        raise NotImplementedError
+
+    async def astep(self, action: Any) -> Step:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
 
 
-async def _inner_close(env: Any) -> None:
-    fn = getattr(env, "aclose", None)
-    if fn is not None:
-        await fn()
-    else:
-        await asyncio.to_thread(env.close)
+class _Bottom(_Face):
+    """The env at the bottom of the stack: its own async methods, else its sync ones in a worker thread."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def areset(self, seed: int | None, options: dict[str, Any] | None) -> Reset:
+        fn = getattr(self.env, "areset", None)
+        if fn is not None:
+            return await fn(seed=seed, options=options)
+        return await asyncio.to_thread(self.env.reset, seed=seed, options=options)
+
+    async def astep(self, action: Any) -> Step:
+        fn = getattr(self.env, "astep", None)
+        if fn is not None:
+            return await fn(action)
+        return await asyncio.to_thread(self.env.step, action)
+
+    async def aclose(self) -> None:
+        fn = getattr(self.env, "aclose", None)
+        if fn is not None:
+            await fn()
+        else:
+            await asyncio.to_thread(self.env.close)
 
 
-# ----- async equivalents of Gymnasium's standard wrappers -----------------------------------------------------
-async def _time_limit_reset(w: TimeLimit, seed: int | None, options: dict[str, Any] | None) -> Any:
-    _tell_turn_limit(w)
-    w._elapsed_steps = 0
-    return await _inner_reset(w.env, seed, options)
+class _Layer(_Face):
+    """A wrapper of the stack: each method is the layer's own async one, or the table's equivalent of its sync one.
+
+    Attributes (the bookkeeping of the Gymnasium wrapper this face stands for, kept here):
+        limit: a ``TimeLimit``'s limit (its public ``spec.max_episode_steps``).
+        elapsed: steps since the last reset (``None`` before the first).
+        has_reset: a reset ran (``OrderEnforcing``).
+        checked_reset, checked_step: the passive checks ran (``PassiveEnvChecker``).
+        returns, length, started: the episode's statistics (``RecordEpisodeStatistics``).
+    """
+
+    def __init__(self, layer: gym.Wrapper[Any, Any, Any, Any], inner: _Face) -> None:
+        self.layer, self.inner = layer, inner
+        self._reset = _pick(layer, "reset", _RESETS)
+        self._step = _pick(layer, "step", _STEPS)
+        self._close = _pick(layer, "close", _CLOSES)
+        self.limit = _time_limit(layer) if self._reset is _time_limit_reset or self._step is _time_limit_step else None
+        self.elapsed: int | None = None
+        self.has_reset = self.checked_reset = self.checked_step = False
+        self.returns, self.length, self.started = 0.0, 0, -1.0
+
+    async def areset(self, seed: int | None, options: dict[str, Any] | None) -> Reset:
+        return await self._reset(self, seed, options)
+
+    async def astep(self, action: Any) -> Step:
+        return await self._step(self, action)
+
+    async def aclose(self) -> None:
+        await self._close(self)
 
 
-async def _time_limit_step(w: TimeLimit, action: Any) -> Step:
-    obs, reward, terminated, truncated, info = await _inner_step(w.env, action)
-    w._elapsed_steps += 1
-    if w._elapsed_steps >= w._max_episode_steps:
-        truncated = True
-    return obs, reward, terminated, truncated, info
+def _time_limit(layer: Any) -> int:
+    spec = layer.spec
+    if spec is None or spec.max_episode_steps is None:
+        raise _no_face(
+            layer,
+            "step",
+            f"{type(layer).__qualname__} keeps its limit private and shows it only through its spec, which is None "
+            "here: the env below has none (made without gym.make), or a gym.make keyword could not be deep-copied "
+            "(Gymnasium warned: 'An exception occurred ... while copying the environment spec'). Make the env with "
+            "gym.make and copyable keywords, or drop the TimeLimit and give an AWorld env max_turns=N, to run it on "
+            "the async face.",
+        )
+    return int(spec.max_episode_steps)
 
 
-async def _order_reset(w: OrderEnforcing, seed: int | None, options: dict[str, Any] | None) -> Any:
-    w._has_reset = True
-    return await _inner_reset(w.env, seed, options)
+# ----- async equivalents of Gymnasium's standard wrappers (public API only) ------------------------------------
+async def _time_limit_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    tell_turn_limit(f.layer, f.limit)
+    out = await f.inner.areset(seed, options)
+    f.elapsed = 0
+    return out
 
 
-async def _order_step(w: OrderEnforcing, action: Any) -> Step:
-    if not w._has_reset:
+async def _time_limit_step(f: _Layer, action: Any) -> Step:
+    if f.elapsed is None:
+        raise ResetNeeded(f"{type(f.layer).__qualname__}: call areset() on this env before astep()")
+    obs, reward, terminated, truncated, info = await f.inner.astep(action)
+    f.elapsed += 1
+    return obs, reward, terminated, truncated or f.elapsed >= (f.limit or 0), info
+
+
+async def _order_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    f.has_reset = True
+    return await f.inner.areset(seed, options)
+
+
+async def _order_step(f: _Layer, action: Any) -> Step:
+    if not f.has_reset:
         raise ResetNeeded("Cannot call env.astep() before calling env.areset()")
-    return await _inner_step(w.env, action)
+    return await f.inner.astep(action)
 
 
 class _Replay:
     """Stands in for an env whose step/reset already ran, so that Gymnasium's passive checks see the result."""
 
     def __init__(self, env: Any, result: Any) -> None:
-        self._env, self._result = env, result
+        self.env, self.result = env, result
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
+        return getattr(self.env, name)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        return self._result
+        return self.result
 
     def step(self, action: Any) -> Any:
-        return self._result
+        return self.result
 
 
-async def _checker_reset(w: PassiveEnvChecker, seed: int | None, options: dict[str, Any] | None) -> Any:
-    result = await _inner_reset(w.env, seed, options)
-    if not w.checked_reset:
+async def _checker_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    result = await f.inner.areset(seed, options)
+    if not f.checked_reset:
         from gymnasium.utils.passive_env_checker import env_reset_passive_checker
 
-        w.checked_reset = True
-        env_reset_passive_checker(_Replay(w.env, result), seed=seed, options=options)
+        f.checked_reset = True
+        env_reset_passive_checker(_Replay(f.layer.env, result), seed=seed, options=options)
     return result
 
 
-async def _checker_step(w: PassiveEnvChecker, action: Any) -> Step:
-    result = await _inner_step(w.env, action)
-    if not w.checked_step:
+async def _checker_step(f: _Layer, action: Any) -> Step:
+    result = await f.inner.astep(action)
+    if not f.checked_step:
         from gymnasium.utils.passive_env_checker import env_step_passive_checker
 
-        w.checked_step = True
-        env_step_passive_checker(_Replay(w.env, result), action)
+        f.checked_step = True
+        env_step_passive_checker(_Replay(f.layer.env, result), action)
     return result
 
 
-async def _stats_reset(w: RecordEpisodeStatistics, seed: int | None, options: dict[str, Any] | None) -> Any:
-    out = await _inner_reset(w.env, seed, options)
-    w.episode_start_time, w.episode_returns, w.episode_lengths = time.perf_counter(), 0.0, 0
+async def _stats_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    out = await f.inner.areset(seed, options)
+    f.started, f.returns, f.length = time.perf_counter(), 0.0, 0
     return out
 
 
-async def _stats_step(w: RecordEpisodeStatistics, action: Any) -> Step:
-    # The same bookkeeping as RecordEpisodeStatistics.step, around the inner env's async step.
-    inner, w.env = w.env, _Replay(w.env, await _inner_step(w.env, action))
-    try:
-        return RecordEpisodeStatistics.step(w, action)
-    finally:
-        w.env = inner
+async def _stats_step(f: _Layer, action: Any) -> Step:
+    obs, reward, terminated, truncated, info = await f.inner.astep(action)
+    f.returns += reward
+    f.length += 1
+    if terminated or truncated:
+        if STATS_KEY in info:
+            raise ValueError(f"RecordEpisodeStatistics: info already holds {STATS_KEY!r}")
+        info[STATS_KEY] = {"r": f.returns, "l": f.length, "t": round(time.perf_counter() - f.started, 6)}
+        f.started = time.perf_counter()
+    return obs, reward, terminated, truncated, info
 
 
-async def _reward_step(w: gym.RewardWrapper, action: Any) -> Step:
-    obs, reward, terminated, truncated, info = await _inner_step(w.env, action)
-    return obs, w.reward(reward), terminated, truncated, info
+async def _reward_step(f: _Layer, action: Any) -> Step:
+    obs, reward, terminated, truncated, info = await f.inner.astep(action)
+    return obs, f.layer.reward(reward), terminated, truncated, info
 
 
-async def _observation_reset(w: gym.ObservationWrapper, seed: int | None, options: dict[str, Any] | None) -> Any:
-    obs, info = await _inner_reset(w.env, seed, options)
-    return w.observation(obs), info
+async def _observation_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    obs, info = await f.inner.areset(seed, options)
+    return f.layer.observation(obs), info
 
 
-async def _observation_step(w: gym.ObservationWrapper, action: Any) -> Step:
-    obs, reward, terminated, truncated, info = await _inner_step(w.env, action)
-    return w.observation(obs), reward, terminated, truncated, info
+async def _observation_step(f: _Layer, action: Any) -> Step:
+    obs, reward, terminated, truncated, info = await f.inner.astep(action)
+    return f.layer.observation(obs), reward, terminated, truncated, info
 
 
-async def _action_step(w: gym.ActionWrapper, action: Any) -> Step:
-    return await _inner_step(w.env, w.action(action))
+async def _action_step(f: _Layer, action: Any) -> Step:
+    return await f.inner.astep(f.layer.action(action))
 
 
-async def _pass_reset(w: gym.Wrapper, seed: int | None, options: dict[str, Any] | None) -> Any:
-    return await _inner_reset(w.env, seed, options)
+async def _pass_reset(f: _Layer, seed: int | None, options: dict[str, Any] | None) -> Reset:
+    return await f.inner.areset(seed, options)
 
 
-async def _pass_step(w: gym.Wrapper, action: Any) -> Step:
-    return await _inner_step(w.env, action)
+async def _pass_step(f: _Layer, action: Any) -> Step:
+    return await f.inner.astep(action)
 
 
-async def _pass_close(w: gym.Wrapper) -> None:
-    await _inner_close(w.env)
-
-
-async def _checker_close(w: PassiveEnvChecker) -> None:
-    w.close_called = True
-    await _inner_close(w.env)
+async def _pass_close(f: _Layer) -> None:
+    await f.inner.aclose()
 
 
 # The sync method a class resolves to -> its async equivalent. A class that overrides the method gets no entry
@@ -204,83 +299,109 @@ _STEPS: dict[Callable[..., Any], Callable[..., Awaitable[Any]]] = {
 }
 _CLOSES: dict[Callable[..., Any], Callable[..., Awaitable[Any]]] = {
     gym.Wrapper.close: _pass_close,
-    PassiveEnvChecker.close: _checker_close,
+    PassiveEnvChecker.close: _pass_close,  # it only records that close was called, and warns on a second failure
 }
-
-
-def _resolve(table: dict[Callable[..., Any], Any], layer: Any, method: str) -> Any:
-    fn = table.get(getattr(type(layer), method))
-    if fn is None:
-        raise _no_face(layer, method)
-    return fn
-
-
-# ----- what gymnasium.Wrapper gets ----------------------------------------------------------------------------
-async def _wrapper_areset(
-    self: gym.Wrapper, *, seed: int | None = None, options: dict[str, Any] | None = None
-) -> tuple[Any, dict[str, Any]]:
-    """Async :meth:`reset` of this wrapper (see :mod:`aworld_gym.core.faces`)."""
-    return await _resolve(_RESETS, self, "reset")(self, seed, options)
-
-
-async def _wrapper_astep(self: gym.Wrapper, action: Any) -> Step:
-    """Async :meth:`step` of this wrapper (see :mod:`aworld_gym.core.faces`)."""
-    return await _resolve(_STEPS, self, "step")(self, action)
-
-
-async def _wrapper_aclose(self: gym.Wrapper) -> None:
-    """Async :meth:`close` of this wrapper (see :mod:`aworld_gym.core.faces`)."""
-    await _resolve(_CLOSES, self, "close")(self)
-
-
-def check_async(env: Any) -> None:
-    """Raise :class:`AsyncFaceError` if any wrapper of ``env`` has no async face (checked before an episode runs),
-    including a subclass that overrides ``step`` below the class whose ``astep`` it would inherit."""
-    layer = env
-    while isinstance(layer, gym.Wrapper):
-        for method, table in (("reset", _RESETS), ("step", _STEPS), ("close", _CLOSES)):
-            if getattr(type(layer), "a" + method) is _FACES[method]:
-                _resolve(table, layer, method)
-            elif _overridden_below(type(layer), method):
-                raise _no_face(layer, method)
-        layer = layer.env
 
 
 def _owner(cls: type, name: str) -> type | None:
     return next((c for c in cls.__mro__ if name in c.__dict__), None)
 
 
-def _overridden_below(cls: type, method: str) -> bool:
-    """``method`` is defined further down the class tree than the ``a<method>`` the class inherits."""
+def _own(method: str) -> Callable[..., Awaitable[Any]]:
+    """The layer's own async method, called as the table's functions are."""
+
+    async def run(f: _Layer, *args: Any) -> Any:
+        fn = getattr(f.layer, "a" + method)
+        if method == "reset":
+            return await fn(seed=args[0], options=args[1])
+        return await fn(*args)
+
+    return run
+
+
+_OWN = {method: _own(method) for method in ("reset", "step", "close")}
+
+
+def _pick(layer: Any, method: str, table: dict[Callable[..., Any], Any]) -> Callable[..., Awaitable[Any]]:
+    """The async face of ``layer.<method>``: its own ``a<method>`` (unless ``<method>`` is overridden further down
+    the class tree than it), else the table's equivalent of the sync method; anything else is refused."""
+    cls = type(layer)
     sync, coro = _owner(cls, method), _owner(cls, "a" + method)
-    return sync is not None and coro is not None and sync is not coro and issubclass(sync, coro)
+    if coro is not None:
+        if sync is not None and sync is not coro and issubclass(sync, coro):
+            raise _no_face(layer, method)
+        return _OWN[method]
+    fn = table.get(getattr(cls, method))
+    if fn is None:
+        raise _no_face(layer, method)
+    return fn
 
 
-_FACES = {"reset": _wrapper_areset, "step": _wrapper_astep, "close": _wrapper_aclose}
+def _chain(env: Any) -> _Face:
+    """The faces of ``env``'s stack, outermost first (validating every layer); an :class:`AsyncWrapper` below
+    already validated and runs its own stack."""
+    if not isinstance(env, gym.Wrapper):
+        return _Bottom(env)
+    inner = _Bottom(env.env) if isinstance(env, AsyncWrapper) else _chain(env.env)
+    return _Layer(env, inner)
 
 
-def _tell_turn_limit(w: TimeLimit) -> None:
-    """A TimeLimit tells an AWorld env its limit, so the env ends (and labels, and scores) that turn itself."""
-    tell = getattr(w.unwrapped, "limit_turns", None)
-    if tell is not None:
-        tell(w._max_episode_steps)
+class AsyncWrapper(gym.Wrapper[Any, Any, Any, Any]):
+    """A wrapper with both faces: the sync one is ``gymnasium.Wrapper``'s, the async one runs the stack below
+    through :mod:`aworld_gym.core.faces`' chain (built by :func:`async_face`, or at the first async call: a wrapper
+    below without an async face is refused then).
+
+    Subclass it for a wrapper of your own with both faces: override ``step`` and ``astep`` (``reset`` and
+    ``areset``, ``close`` and ``aclose``) together, awaiting ``self.inner`` on the async face. As the outermost
+    object it is what :func:`async_face` returns for a stack without one.
+
+    Args:
+        env: the env (any stack of wrappers).
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self._inner: _Face | None = None
+
+    @property
+    def inner(self) -> _Face:
+        """The async face of the stack below (built on first use: the sync face never needs it)."""
+        if self._inner is None:
+            self._inner = _chain(self.env)
+        return self._inner
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Reset:
+        """Async :meth:`reset`."""
+        return await self.inner.areset(seed, options)
+
+    async def astep(self, action: Any) -> Step:
+        """Async :meth:`step`."""
+        return await self.inner.astep(action)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self.inner.aclose()
 
 
-_sync_time_limit_reset = TimeLimit.reset
+def async_face(env: Any) -> Any:
+    """``env`` with both faces: itself where its outermost object has an async face (an :class:`AsyncWrapper`,
+    ``gym.make``'s AWorld ids, an unwrapped AWorld env), else an :class:`AsyncWrapper` around it.
+
+    Keep the object it returns for the env's life (the env pool does): it holds the Gymnasium wrappers'
+    bookkeeping on the async face.
+
+    Raises:
+        AsyncFaceError: a wrapper in the stack overrides ``step``/``reset``/``close`` with no async equivalent.
+    """
+    if not isinstance(env, gym.Wrapper) and all(hasattr(env, m) for m in ("areset", "astep", "aclose")):
+        return env
+    face = env if isinstance(env, AsyncWrapper) else AsyncWrapper(env)
+    for method, table in (("reset", _RESETS), ("step", _STEPS), ("close", _CLOSES)):
+        _pick(face, method, table)  # a subclass that overrides step below the astep it inherits is refused
+    _ = face.inner  # the stack below, validated now
+    return face
 
 
-def _time_limit_sync_reset(self: TimeLimit, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-    _tell_turn_limit(self)
-    return _sync_time_limit_reset(self, seed=seed, options=options)
-
-
-def install() -> None:
-    """Give ``gymnasium.Wrapper`` its async face (idempotent; adds methods only where none exist)."""
-    if getattr(gym.Wrapper, "_aworld_faces", False):
-        return
-    for name, fn in (("areset", _wrapper_areset), ("astep", _wrapper_astep), ("aclose", _wrapper_aclose)):
-        if not hasattr(gym.Wrapper, name):
-            setattr(gym.Wrapper, name, fn)
-    _RESETS[_time_limit_sync_reset] = _time_limit_reset
-    TimeLimit.reset = _time_limit_sync_reset  # type: ignore[method-assign]
-    gym.Wrapper._aworld_faces = True  # type: ignore[attr-defined]
+def check_async(env: Any) -> None:
+    """Raise :class:`AsyncFaceError` if any wrapper of ``env`` has no async face (checked before an episode runs)."""
+    async_face(env)

@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium as gym
 
 from aworld_gym.core.actions import Action, Sample, action_text
-from aworld_gym.core.faces import check_async
+from aworld_gym.core.faces import async_face
 from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
 from aworld_gym.rollout.policies import Policy, policy_act
 from aworld_gym.rollout.screenshots import Screenshots, render_async, render_sync
@@ -278,7 +278,7 @@ async def arun_episode(
             there (``<episode_id>/<turn>.png``, turn 0 after reset), named in each turn's ``screenshot``.
         tokens: token mode (see :class:`~aworld_gym.rollout.tokens.TokenMode`).
     """
-    check_async(env)
+    env = async_face(env)
     driver = {"env_id": env_id, "seed": seed, "options": options, "sample": sample, "group": group,
               "policy_timeout_s": policy_timeout_s, "screenshots": screenshots, "tokens": tokens}  # fmt: skip
     return await _drive(_AsyncFace(env), policy, **_keywords(env, driver))

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from aworld_gym.core.faces import AsyncFaceError, async_face
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.driver import arun_episode, policy_name
 from aworld_gym.rollout.envs import env_factory
@@ -40,8 +41,14 @@ class EnvPool:
         self.group_hooks: Any = None  # the env's group reward rubric, read off the first env made
 
     def _made(self, env: Any) -> Any:
+        """A new env with both faces (:func:`~aworld_gym.core.faces.async_face`, kept for the env's life)."""
         from aworld_gym.wrappers.reward_shaping import group_hooks
 
+        try:
+            env = async_face(env)
+        except AsyncFaceError:
+            env.close()  # refused before any episode: its servers go with it
+            raise
         if self.made == 0:
             self.group_hooks = group_hooks(env)
         self.made += 1

@@ -7,11 +7,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from aworld_gym.core.faces import AsyncWrapper
 from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores
 from aworld_gym.core.trajectory import sum_into
 
 
-class RewardShaping(gym.Wrapper[str, str, str, str]):
+class RewardShaping(AsyncWrapper):
     """Adds reward hooks on top of the env's own reward, identically through ``step`` and ``astep``.
 
     Step hooks see the env's latest :class:`~aworld_gym.core.rewards.StepContext`; episode hooks run on the step
@@ -44,7 +45,7 @@ class RewardShaping(gym.Wrapper[str, str, str, str]):
         return out
 
     async def astep(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        out = await self.env.astep(action)  # type: ignore[attr-defined]
+        out = await self.inner.astep(action)
         ctx = self._ctx()
         if ctx is None:
             return out
@@ -52,12 +53,6 @@ class RewardShaping(gym.Wrapper[str, str, str, str]):
         if (out[2] or out[3]) and self.rubric.episode:
             out = self._combine(out, await self.rubric.ascore(self.rubric.episode, self._episode(ctx)), False)
         return out
-
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        return await self.env.areset(seed=seed, options=options)  # type: ignore[attr-defined]
-
-    async def aclose(self) -> None:
-        await self.env.aclose()  # type: ignore[attr-defined]
 
     # ----- internals -------------------------------------------------------------------------------------
     def _ctx(self) -> Any:

@@ -1,4 +1,5 @@
-"""One env on both faces: every wrapper gym.make adds (and the common ones) works on areset/astep/aclose."""
+"""One env on both faces: every wrapper gym.make adds (and the common ones) works on areset/astep/aclose, through
+aworld_gym.async_face (what gym.make returns has both faces itself)."""
 
 import asyncio
 import json
@@ -9,9 +10,9 @@ from gymnasium.error import ResetNeeded
 from gymnasium.wrappers import ClipReward, RecordEpisodeStatistics, TimeLimit, TransformObservation, TransformReward
 
 import aworld_gym
-from aworld_gym.core.faces import AsyncFaceError, check_async
+from aworld_gym.core.faces import AsyncFaceError, async_face, check_async
 from aworld_gym.mcp.demo_server import build_server
-from aworld_gym.wrappers import RewardShaping
+from aworld_gym.wrappers import RewardShaping, TurnLimit
 from tests.helpers import TASKS
 
 
@@ -38,6 +39,8 @@ def sync_run(env):
 
 
 def async_run(env):
+    env = async_face(env)
+
     async def run():
         out = [(await env.areset(seed=0, options={"task_id": "add"}))[0]]
         for a in ACTIONS:
@@ -91,8 +94,8 @@ def test_both_faces_give_identical_episodes(wrap):
 
 def test_gym_make_wrappers_have_an_async_face():
     env = make()
-    assert isinstance(env, TimeLimit)  # gym.make's TimeLimit(OrderEnforcing(PassiveEnvChecker(MCPEnv)))
-    check_async(env)
+    assert isinstance(env, TurnLimit) and isinstance(env.env, TimeLimit)  # TurnLimit(gym.make's TimeLimit(...))
+    assert async_face(env) is env
 
     async def run():
         with pytest.raises(ResetNeeded):
@@ -118,7 +121,7 @@ def test_a_wrapper_without_async_face_is_refused_loudly():
     with pytest.raises(AsyncFaceError, match="SyncOnly overrides step"):
         check_async(env)
     with pytest.raises(AsyncFaceError, match="SyncOnly"):
-        asyncio.run(env.astep("x"))
+        async_face(env)
     from aworld_gym.rollout.collect import collect
     from aworld_gym.rollout.plan import PlanPolicy
 
@@ -157,6 +160,8 @@ def sync_run_actions(env, actions):
 
 
 def async_run_actions(env, actions):
+    env = async_face(env)
+
     async def run():
         await env.areset(options={"task_id": "add"})
         rows = []

@@ -15,7 +15,7 @@ from gymnasium.wrappers import TimeLimit, TransformReward
 
 import aworld_gym
 from aworld_gym.core.env import MCPEnv
-from aworld_gym.core.faces import AsyncFaceError, check_async
+from aworld_gym.core.faces import AsyncFaceError, async_face, check_async
 from aworld_gym.core.rewards import Hook, Rubric, Scores
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.envs import env_factory
@@ -30,11 +30,23 @@ def make(**kw):
 
 
 def test_an_outer_time_limit_wins_and_does_not_stick():
-    env = TimeLimit(make(), 2)  # around gym.make's own TimeLimit(20)
+    env = async_face(TimeLimit(make(), 2))  # around gym.make's own TimeLimit(20), on the async face
+
+    async def two_steps():
+        await env.areset(options={"task_id": "add"})
+        await env.astep(CALL)
+        out = await env.astep(CALL)
+        await env.aclose()
+        return out
+
+    out = asyncio.run(two_steps())
+    assert out[3] and out[4]["truncation_reason"] == "turn_limit"
+    # The sync face: Gymnasium's own TimeLimit truncates, unchanged, and tells no one (nothing of it is patched).
+    env = TimeLimit(make(), 2)
     env.reset(options={"task_id": "add"})
     env.step(CALL)
     out = env.step(CALL)
-    assert out[3] and out[4]["truncation_reason"] == "turn_limit"
+    assert out[3] and "truncation_reason" not in out[4] and env.unwrapped.turn_limit == 20
     raw = env.unwrapped  # reset without any TimeLimit: no limit but max_turns (none here)
     raw.reset(options={"task_id": "add"})
     assert raw.turn_limit is None
