@@ -1,4 +1,10 @@
-"""Trainer adapters (TRL, verl, RLlib) and training helpers; each imports its framework lazily."""
+"""Trainer faces and training helpers; each face imports its framework lazily.
+
+One face per trainer, all on the one episode driver and the one ``Trajectory``: TRL (``trl``: ``rollout_func``;
+``trl_tools``: ``environment_factory``), verl (``verl``), RLlib (``rllib``), SkyRL (``skyrl``), slime (``slime``),
+OpenRLHF (``openrlhf``), AReaL (``areal``), ms-swift (``swift``) and any OpenEnv consumer (``openenv``:
+``aworld-gym serve-env``). See docs/training.md for how each is launched and how it masks a void episode.
+"""
 
 from __future__ import annotations
 
