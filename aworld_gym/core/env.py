@@ -183,7 +183,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.task: Task | None = None
         self.turn, self.episode_reward, self.episode_components = 0, 0.0, {}
         self._head: list[dict[str, Any]] = []
-        self._pending_limit: int | None = None  # what the TimeLimits around the env said during this reset
+        self._pending_limit: int | None = None  # what TurnLimit / the async face said during this reset
         self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
         self._chars = 0
         self._step_started = 0.0  # perf_counter() at the start of the running step (info["step_time_s"])
@@ -341,7 +341,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         """Called once when the env closes, after its sessions are closed (release what the env made itself)."""
 
     def limit_turns(self, limit: int | None) -> None:
-        """Told by each ``TimeLimit`` around the env at reset: the env ends the smallest such turn (``turn_limit``)."""
+        """Told at reset by `TurnLimit` (`gym.make`'s outermost wrapper) and by `async_face` for each `TimeLimit` it
+        runs: the env ends the smallest such turn itself (``turn_limit``)."""
         if limit is not None and limit > 0:
             self._pending_limit = limit if self._pending_limit is None else min(self._pending_limit, limit)
 
