@@ -31,9 +31,10 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
-from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
+from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
@@ -114,21 +115,8 @@ class AWorldAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         uid = kwargs.get("uid")
-        groups = gate(self.void_policy) if uid is not None else None
-        if groups is not None:
-            groups.enter(str(uid))  # before any await: every member of this worker's group has entered when one leaves
-        try:
-            traj, rubric, timing = await self._episode(sampling_params, **kwargs)
-        except BaseException:
-            if groups is not None:
-                await groups.leave(str(uid), None)
-            raise
-        if groups is not None:
-            members = await groups.leave(str(uid), traj, rubric)  # group hooks once, on the complete group
-        else:
-            members = [traj]
-            finish_group(rubric, members, void_policy=self.void_policy)
-        reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+        key = None if uid is None else str(uid)
+        traj, reward, timing = await member_of(key, lambda: self._episode(sampling_params, **kwargs), self.void_policy)
         return self._output(traj, reward, timing)
 
     async def _episode(

@@ -45,15 +45,13 @@ def via_trl(tok, kwargs):
 
 def via_skyrl(tok, kwargs):
     pytest.importorskip("skyrl_gym")
-    import skyrl_gym
 
-    from aworld_gym.trainers.skyrl import register_all
-    from tests.trainers.test_skyrl import generator_loop
+    from aworld_gym.trainers.skyrl import AWorldGenerator, register_all
+    from tests.trainers.test_skyrl import Generator
 
     register_all()
-    env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
-    _, rewards, _, _ = generator_loop(env, [CALL, ANSWER])
-    return sum(rewards), None  # SkyRL's generator tokenizes the chat itself
+    out = asyncio.run(AWorldGenerator(Generator(kwargs, [[CALL, ANSWER]])).generate({}))
+    return out["rewards"][0], None  # SkyRL's generator tokenizes the chat itself
 
 
 def via_slime(tok, kwargs, tiny):
@@ -119,3 +117,33 @@ def test_every_face_gives_the_drivers_episode(face, tiny):
     if tokens is not None:
         ref = reference.tokens
         assert tokens == (ref.prompt_ids, ref.completion_ids, ref.mask)
+
+
+def group_bonus(group: list[dict]) -> list[float]:
+    """A group reward hook that adds a known bonus (0.5) to each live member."""
+    return [0.5] * len(group)
+
+
+GROUP_FACES = ["runner", "trl", "skyrl", "slime", "openrlhf", "areal"]
+
+
+@pytest.mark.parametrize("face", GROUP_FACES)
+def test_every_face_runs_the_envs_group_hooks(face, tiny):
+    """The env's group hook (a 0.5 bonus) reaches each face's output: the solved episode's reward is 1.5, not 1.0.
+    (AReaL, SkyRL and ms-swift never ran them; the OpenEnv server has no groups: its clients hold them.)"""
+    from aworld_gym.core.rewards import Hook, default_hooks
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    kwargs = {**demo_env_kwargs(4), "reward_hooks": [*default_hooks(), Hook(group_bonus, on="group")]}
+    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
+    run = faces.get(face)
+    if face == "runner":  # the runner has groups only with group_size > 1 (a single episode is no GRPO group)
+        from aworld_gym.rollout.stream import stream
+
+        one = {**kwargs, "tasks": kwargs["tasks"][2:3]}
+        with stream("AWorld/MCP-v0", TextScript([CALL, ANSWER]), episodes=2, group_size=2, env_kwargs=one) as s:
+            rewards = [t.reward for t in s]
+        assert rewards == [1.5, 1.5]
+        return
+    reward, _ = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
+    assert reward == 1.5
