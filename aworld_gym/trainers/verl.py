@@ -9,7 +9,8 @@ spent. The env's summed reward is the trajectory's ``reward_score`` (verl puts i
 the episode driver's token mode (:mod:`aworld_gym.rollout.driver`), the same loop as every other face's, on envs of
 the one env pool; GRPO groups (verl's ``uid``) are collected by the one group gate. A void sample (the env crashed,
 a server did not answer: infrastructure's fault) is masked (``response_mask`` all 0, and the group's mean reward as
-its score so the group's baseline does not move), never a silent reward 0.
+its score so the group's baseline does not move), never a silent reward 0; with ``algorithm.adv_estimator=aworld_grpo``
+(:mod:`aworld_gym.trainers.verl_advantage`) it is also left out of the group's std, which verl's ``grpo`` counts.
 
 Select it per row (``agent_name: aworld_agent`` in the dataset) or as the default
 (``actor_rollout_ref.rollout.agent.default_agent_loop=aworld_agent``), and give the env through the agent-loop
@@ -36,6 +37,7 @@ from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.verl_advantage import NAME as MASKED_GRPO  # noqa: F401 - registers verl's aworld_grpo
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
 logger = logging.getLogger(__name__)
