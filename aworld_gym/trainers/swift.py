@@ -182,6 +182,13 @@ class EndedMasks(VoidMasks):
             self.__dict__["_ended"] = {}
         return self.__dict__["_ended"]
 
+    async def on_trajectory_start(self, requests: list[Any]) -> None:
+        for req in requests:
+            if req.uuid is None:
+                req.uuid = uuidlib.uuid4().hex
+            self.forget(req.uuid)
+        await super().on_trajectory_start(requests)  # type: ignore[misc]
+
     def ended(self, key: str, status: str, termination: Any, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         void = status == "void"
         info = {"status": status, "termination": termination, "void": float(void),
@@ -309,11 +316,7 @@ class AWorldOpenEnvScheduler(EndedMasks, OpenEnvScheduler):
         return wrapper
 
     async def on_trajectory_start(self, requests: list[Any]) -> None:
-        for req in requests:
-            if req.uuid is None:
-                req.uuid = uuidlib.uuid4().hex
-            self.forget(req.uuid)
-        await super().on_trajectory_start(requests)
+        await super().on_trajectory_start(requests)  # each request's uuid set and its last ending forgotten
         for req in requests:
             first = getattr(self._envs.get(req.uuid), "first", None)
             if isinstance(first, dict) and first.get("messages"):
@@ -344,13 +347,6 @@ class AWorldGymScheduler(EndedMasks, GYMScheduler):
     def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(infer_engine, max_turns, *args, **kwargs)
         self.void_policy = check_void_policy(str(kwargs.get("void_policy") or "mask"))
-
-    async def on_trajectory_start(self, requests: list[Any]) -> None:
-        for req in requests:
-            if req.uuid is None:
-                req.uuid = uuidlib.uuid4().hex
-            self.forget(req.uuid)
-        await super().on_trajectory_start(requests)
 
     async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
         env = self._envs.get(infer_request.uuid)
