@@ -17,7 +17,8 @@ CHAOS = ("429", "500", "garbage", "drop", "hang")
 class FakeOpenAI:
     """Answers calculator tasks: first a tool call (text or native), then the answer from the tool result.
 
-    Fault injection: ``fail_first`` (status codes returned before succeeding), ``always`` (a status returned every
+    Fault injection: ``fail_first`` (status codes returned before succeeding), ``errors`` (``(status, body)`` pairs
+    answered after ``payloads``, each body as a server really sends it), ``always`` (a status returned every
     time), ``hang_s`` (sleep before answering), ``chaos`` (the share of requests that get a random fault: 429, 500,
     a non-JSON 200, a dropped connection, or a hang of ``chaos_hang_s``; counted by kind in ``injected``; valid
     answers are counted in ``served``).
@@ -26,6 +27,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.fail_first: list[int] = []
+        self.errors: list[tuple[int, Any]] = []
         self.always: int | None = None
         self.payloads: list[Any] = []
         self.hang_s = 0.0
@@ -109,6 +111,9 @@ class FakeOpenAI:
                     return
                 if fake.payloads:
                     self._send(200, fake.payloads.pop(0))
+                    return
+                if fake.errors:
+                    self._send(*fake.errors.pop(0))
                     return
                 status = fake.fail_first.pop(0) if fake.fail_first else (fake.always or 200)
                 payload = fake.reply(body) if status == 200 else {"error": {"message": f"status {status}"}}

@@ -27,6 +27,7 @@ import gymnasium as gym
 from aworld_gym.core.actions import Action, Sample, action_text
 from aworld_gym.core.faces import async_face
 from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
+from aworld_gym.rollout.openai_policy import ContextOverflow
 from aworld_gym.rollout.policies import Policy, policy_act
 from aworld_gym.rollout.screenshots import Screenshots, render_async, render_sync
 from aworld_gym.rollout.tokens import TokenMode, TokenTrack, new_env_messages, split_output
@@ -138,6 +139,9 @@ async def _drive(
                     action = None
                 else:
                     action = await face.act(policy, unwrapped, obs, info, policy_timeout_s)  # type: ignore[arg-type]
+            except ContextOverflow as exc:  # the model server says the history no longer fits: the model's fault
+                _overflow(traj, context.overflow_reward if context is not None else 0.0, error_text(exc))
+                break
             except Exception as exc:  # noqa: BLE001 - a failing or hung policy ends its own episode only
                 traj.end(Termination.POLICY_ERROR, error=error_text(exc))
                 break
@@ -183,8 +187,8 @@ async def _token_action(face: _SyncFace, track: TokenTrack, mode: TokenMode, tra
     return Action(text, sample=Sample(token_ids=out_ids, logprobs=logprobs, finish_reason=finish))
 
 
-def _overflow(traj: Trajectory, reward: float) -> None:
-    traj.end(Termination.CONTEXT_LIMIT)
+def _overflow(traj: Trajectory, reward: float, error: str | None = None) -> None:
+    traj.end(Termination.CONTEXT_LIMIT, error=error)
     if reward:
         traj.ledger.add({Termination.CONTEXT_LIMIT: reward})
 

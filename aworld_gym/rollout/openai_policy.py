@@ -41,6 +41,20 @@ class ReplyTimeout(TimeoutError):
     """An attempt got no complete reply within the policy's ``timeout_s`` (retried as a transient failure)."""
 
 
+class ContextOverflow(PolicyError):
+    """The model server refused the request because the conversation no longer fits the model's context (see
+    :func:`context_overflow`): the model's own fault (its history grew too long), so the driver ends the episode with
+    ``context_limit`` (status ``failed``, trained on), never ``policy_error`` (void, masked as infrastructure's)."""
+
+
+# The one place an overflow is recognised by its text, for the servers that say it in nothing else (HTTP 400 in both):
+# vLLM before its errors carried ``param`` ("This model's maximum context length is N tokens. However, ...",
+# "'max_tokens' ... is too large: M. This model's maximum context length is N tokens and your request has ...") and
+# ``transformers serve`` ({"detail": "The prompt has P tokens, but the model takes at most N, prompt and answer
+# (`--max-model-len`)."}).
+_OVERFLOW_TEXT = re.compile(r"maximum context length is \d+|but the model takes at most \d+, prompt and answer")
+
+
 class OpenAIPolicy:
     """A policy backed by an OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -210,6 +224,8 @@ class OpenAIPolicy:
             try:
                 return await self._attempt(send)
             except Exception as exc:
+                if context_overflow(exc):
+                    raise ContextOverflow(f"the model's context is full: {_endpoint_error(exc)}") from exc
                 if not _transient(exc) or attempt == self.retries:
                     raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 await asyncio.sleep(self._backoff(attempt, exc))
@@ -279,6 +295,24 @@ def _transient(exc: BaseException) -> bool:
     # the SDK's aiohttp transport passes aiohttp's own errors through (a bad status line, a broken response): a
     # connection problem, as httpx's are; matched by name, so aiohttp is never imported here
     return any(c.__name__ == "ClientError" and c.__module__.startswith("aiohttp") for c in type(exc).__mro__)
+
+
+def context_overflow(exc: BaseException) -> bool:
+    """Whether the endpoint answered HTTP 400 because the request does not fit the model's context: by the error's
+    structured fields where the server gives them (OpenAI: ``code: "context_length_exceeded"``; vLLM: ``param:
+    "input_tokens"``), else by the text of the two servers that give nothing else (:data:`_OVERFLOW_TEXT`)."""
+    import openai
+
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    if exc.code == "context_length_exceeded" or exc.param == "input_tokens":
+        return True
+    body = exc.body
+    if isinstance(
+        body, dict
+    ):  # the SDK keeps {"error": {...}}'s inner object; other bodies (vLLM's old, FastAPI's) whole
+        body = body.get("message") or body.get("detail") or ""
+    return bool(_OVERFLOW_TEXT.search(str(body or "")))
 
 
 def _endpoint_error(exc: BaseException) -> str:

@@ -4,7 +4,10 @@
   driver's token mode, each model turn one ``engine.agenerate(ModelRequest(...))``; returns AReaL's tensors
   (``input_ids``, ``attention_mask``, ``loss_mask``, ``logprobs``, ``versions``, ``rewards``, batch dimension 1) with
   the model's ids as sampled and the env's with loss mask 0. A void episode (infrastructure's fault) returns
-  ``None``, which AReaL reads as a rejected trajectory (left out of training), with ``void_policy="mask"``.
+  ``None``, which AReaL reads as a rejected trajectory (left out of training and of its group), with
+  ``void_policy="mask"``. AReaL's ``GroupedRolloutWorkflow`` runs a GRPO group as ``group_size`` concurrent calls
+  with the same ``data`` object: they are one group here, and the env's group reward hooks run once on its live
+  members before any member's tensors are returned (their share is in ``rewards``).
 - :class:`AWorldAgent` (``async run(data, **extra_kwargs)``, AReaL's preferred agent protocol): AReaL injects
   ``base_url`` (its proxy, which records the tokens) and the episode runs with
   :class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy` pointed at it; returns the episode's reward.
@@ -26,6 +29,7 @@ from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
@@ -71,8 +75,16 @@ class AWorldWorkflow(RolloutWorkflow):
         self.last: Trajectory | None = None
 
     async def arun_episode(self, engine: Any, data: dict[str, Any]) -> dict[str, Any] | None:
-        import torch
+        # the members of one group get the same data object from AReaL's GroupedRolloutWorkflow
+        traj, reward, versions = await member_of(str(id(data)), lambda: self._episode(engine, data), self.void_policy)
+        self.last = traj
+        if traj.void and self.void_policy != "zero":
+            return None  # rejected: AReaL leaves it out of training
+        return self._tensors(traj, reward, versions)
 
+    async def _episode(self, engine: Any, data: dict[str, Any]) -> tuple[Trajectory, Any, list[list[int]]]:
+        """One episode through the driver's token mode, each turn one ``engine.agenerate``; its trajectory, the
+        env's group hooks and each model turn's weights versions."""
         env_id, env_kwargs = _env(self.env_id, self.env_kwargs, data)
         turns: list[list[int]] = []
 
@@ -89,22 +101,28 @@ class AWorldWorkflow(RolloutWorkflow):
         mode = TokenMode(
             self.chat, generate, limit, max_new_tokens=int(self.gconfig.max_new_tokens), max_model_len=limit
         )
-        traj = await run_pooled(POOL.get(env_id, env_kwargs), None, env_id=env_id, seed=data.get("seed"),
+        pool = POOL.get(env_id, env_kwargs)
+        traj = await run_pooled(pool, None, env_id=env_id, seed=data.get("seed"),
                                 options=episode_options(data, data.get("messages")), tokens=mode)  # fmt: skip
-        self.last = traj
-        if traj.void and self.void_policy != "zero":
-            return None  # rejected: AReaL leaves it out of training
+        return traj, pool.group_hooks, turns
+
+    @staticmethod
+    def _tensors(traj: Trajectory, reward: float, turns: list[list[int]]) -> dict[str, Any]:
+        """AReaL's tensors of one episode (batch dimension 1)."""
+        import torch
+
         tokens = traj.tokens
         assert tokens is not None
         seq = tokens.prompt_ids + tokens.completion_ids
         n = len(tokens.prompt_ids)
         mask = [0] * n + (tokens.mask if not traj.void else [0] * len(tokens.mask))
+        versions = per_token_versions(tokens.mask, turns)
         res = {
             "input_ids": torch.tensor(seq, dtype=torch.int32),
             "logprobs": torch.tensor([0.0] * n + tokens.logprobs, dtype=torch.float32),
             "loss_mask": torch.tensor(mask, dtype=torch.int32),
-            "versions": torch.tensor([-1] * n + per_token_versions(tokens.mask, turns), dtype=torch.int32),
-            "rewards": torch.tensor(0.0 if traj.void else traj.reward, dtype=torch.float32),
+            "versions": torch.tensor([-1] * n + versions, dtype=torch.int32),
+            "rewards": torch.tensor(0.0 if traj.void else reward, dtype=torch.float32),
             "attention_mask": torch.ones(len(seq), dtype=torch.bool),
         }
         return {k: v.unsqueeze(0) for k, v in res.items()}

@@ -29,9 +29,10 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.driver import error_text, record_step
-from aworld_gym.rollout.groups import finish_group, gate, training_rewards
+from aworld_gym.rollout.groups import finish_group
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode, new_env_messages
+from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
@@ -72,20 +73,14 @@ class AgentExecutor(AgentExecutorBase):
         images: Any = None,
     ) -> dict[str, Any]:  # fmt: skip
         key = str(id(sampling_params))  # the samples of one generate_responses call share it: one GRPO group
-        groups = gate()
-        groups.enter(key)  # before any await
-        try:
-            traj, rubric = await self._episode(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)
-        except BaseException:
-            await groups.leave(key, None)
-            raise
-        members = await groups.leave(key, traj, rubric)
-        reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+        traj, reward, _ = await member_of(
+            key, lambda: self._episode(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)
+        )
         return response(prompt, label, images, traj, reward, logprobs=sampling_params.logprobs is not None)
 
     async def _episode(
         self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any, llm_engine: Any
-    ) -> tuple[Trajectory, Any]:
+    ) -> tuple[Trajectory, Any, None]:
         env_id, env_kwargs, info = row_env(label)
 
         async def generate(ids: list[int], max_new: int) -> Any:
@@ -102,7 +97,7 @@ class AgentExecutor(AgentExecutorBase):
         pool = POOL.get(env_id, env_kwargs)
         traj = await run_pooled(pool, None, env_id=env_id, seed=info.get("seed"),
                                 options=episode_options(info, prompt), tokens=mode)  # fmt: skip
-        return traj, pool.group_hooks
+        return traj, pool.group_hooks, None
 
 
 def response(prompt: Any, label: Any, images: Any, traj: Trajectory, reward: float, logprobs: bool) -> dict[str, Any]:

@@ -8,18 +8,26 @@ not restarted per sample) and keeps its :class:`~aworld_gym.core.trajectory.Traj
 driver's own step recorder, so this face gives the same turns and rewards as every other.
 
 Void episodes (infrastructure's fault) end at once with ``metadata["status"] == "void"`` and ``get_metrics()["void"]``
-1; SkyRL's generator builds the loss mask itself, so :func:`mask_void` applies the void policy to its
-``GeneratorOutput`` (every token of a void row masked, its reward the mean of its group's live rows).
+1. SkyRL's generator builds the loss mask and the rewards itself, one env at a time, so the group's work is done on
+its ``GeneratorOutput``: :class:`AWorldGenerator` wraps SkyRL's generator and hands each output to
+:func:`finish_output`, which runs the env's group reward hooks once per GRPO group (the rows with one
+``trajectory_ids[i].instance_id``; void rows left out) and adds each row's share to its reward, and applies the void
+policy (every token of a void row masked, its reward the mean of its group's live rows). Each env names its
+Trajectory to :func:`finish_output` through ``get_metrics()["trajectory"]``.
 
 ::
 
-    from aworld_gym.trainers.skyrl import register_all
+    from aworld_gym.trainers.skyrl import AWorldGenerator, register_all
     register_all()  # "aworld" (env_id in env_config or the row's extras) and every AWorld/* id
+    # in your entrypoint's get_generator (a BasePPOExp subclass):
+    return AWorldGenerator(SkyRLGymGenerator(...))
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,13 +38,16 @@ from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.envs import env_factory
-from aworld_gym.rollout.groups import check_void_policy
+from aworld_gym.rollout.groups import check_void_policy, finish_group, training_rewards
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import new_env_messages
 from aworld_gym.trainers.token_rollout import episode_options
 
 GENERIC_ID = "aworld"
 _POOLS: dict[str, EnvPool] = {}
+KEEP = 65536  # the envs' trajectories kept for finish_output, newest last (a run that never calls it stays bounded)
+_TRAJECTORIES: OrderedDict[int, AWorldTextEnv] = OrderedDict()
+_KEYS = itertools.count(1)
 
 
 def _pool(env_id: str, env_kwargs: Mapping[str, Any]) -> EnvPool:
@@ -70,6 +81,10 @@ class AWorldTextEnv(BaseTextEnv):
         self.pool = _pool(str(self.env_id), self.env_kwargs)
         self.env: Any = None
         self.trajectory = Trajectory(str(self.env_id), policy="skyrl")
+        self.key = next(_KEYS)
+        _TRAJECTORIES[self.key] = self
+        while len(_TRAJECTORIES) > KEEP:
+            _TRAJECTORIES.popitem(last=False)
 
     def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         info = dict(self.extras.get("extra_info") or {})
@@ -114,7 +129,7 @@ class AWorldTextEnv(BaseTextEnv):
     def get_metrics(self) -> dict[str, Any]:
         t = self.trajectory
         return {"void": float(t.void), "score": float(t.score or 0.0), "turns": float(t.num_turns),
-                "reward": t.reward, "weight": self._metadata()["weight"]}  # fmt: skip
+                "reward": t.reward, "weight": self._metadata()["weight"], "trajectory": float(self.key)}  # fmt: skip
 
     def close(self) -> None:
         env, self.env = self.env, None
@@ -122,27 +137,53 @@ class AWorldTextEnv(BaseTextEnv):
             self.pool.give(env, broken=self.trajectory.termination == Termination.ENV_ERROR)
 
 
-def mask_void(output: dict[str, Any]) -> dict[str, Any]:
-    """Apply the void policy to a SkyRL ``GeneratorOutput`` (in place): a row whose env metrics say ``weight`` 0
-    gets every loss-mask entry 0 and, as its reward, the mean reward of its group's live rows (the group is the
-    row's ``trajectory_ids[i].instance_id``), so GRPO's group baseline does not move. Returns ``output``."""
+class AWorldGenerator:
+    """SkyRL's generator with the group's work done on each output: ``generate`` runs the wrapped generator (SkyRL's
+    ``SkyRLGymGenerator`` or a subclass) and hands its ``GeneratorOutput`` to :func:`finish_output`; everything
+    else is the wrapped generator's."""
+
+    def __init__(self, generator: Any) -> None:
+        self.generator = generator
+
+    async def generate(self, input_batch: Any) -> Any:
+        return finish_output(await self.generator.generate(input_batch))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.generator, name)
+
+
+def finish_output(output: dict[str, Any]) -> dict[str, Any]:
+    """The group's work on a SkyRL ``GeneratorOutput`` (in place; see the module's docstring): per group (the rows'
+    ``trajectory_ids[i].instance_id``), the env's group hooks run once on the live rows' trajectories, each row's
+    reward becomes its training reward (its own plus its group share; a masked row: the group's live mean, on the
+    last token for per-token rewards) and a masked row's loss mask is all 0. Rows whose env metrics name no
+    trajectory of this process are left as they are. Returns ``output``."""
     metrics = output.get("env_metrics") or [{} for _ in output["rewards"]]
     ids = output.get("trajectory_ids") or [None] * len(output["rewards"])
-    masked = [float(m.get("weight", 1.0)) <= 0 for m in metrics]
+    envs = [_TRAJECTORIES.pop(int(m["trajectory"]), None) if "trajectory" in m else None for m in metrics]
     groups: dict[Any, list[int]] = {}
     for i, tid in enumerate(ids):
-        groups.setdefault(getattr(tid, "instance_id", tid if tid is not None else i), []).append(i)
+        if envs[i] is not None:
+            groups.setdefault(getattr(tid, "instance_id", tid if tid is not None else i), []).append(i)
     rewards = list(output["rewards"])
-    for members in groups.values():
-        live = [_total(rewards[i]) for i in members if not masked[i]]
-        mean = sum(live) / len(live) if live else 0.0
-        for i in members:
-            if masked[i]:
+    for rows in groups.values():
+        first = envs[rows[0]]
+        assert first is not None
+        members = [envs[i].trajectory for i in rows]  # type: ignore[union-attr]
+        finish_group(first.pool.group_hooks, members, void_policy=first.void_policy)
+        for i, traj, reward in zip(rows, members, training_rewards(members), strict=True):
+            rewards[i] = _with_total(rewards[i], reward)
+            if traj.weight <= 0:
                 output["loss_masks"][i] = [0] * len(output["loss_masks"][i])
-                n = len(rewards[i]) if isinstance(rewards[i], list) else 0
-                rewards[i] = [0.0] * (n - 1) + [mean] if n else mean  # per-token rewards: on the last token
     output["rewards"] = rewards
     return output
+
+
+def _with_total(reward: Any, total: float) -> Any:
+    """``reward`` (a float, or per-token rewards) changed to sum to ``total`` (the difference on the last token)."""
+    if isinstance(reward, list):
+        return [*reward[:-1], float(reward[-1]) + total - _total(reward)] if reward else reward
+    return total
 
 
 def _total(reward: Any) -> float:

@@ -24,9 +24,9 @@ from typing import Any
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.groups import finish_group, gate, training_rewards
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
@@ -68,21 +68,7 @@ def _env_of(args: Any, meta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     """slime's custom generate: one AWorld episode per sample (see the module's docstring)."""
     key = None if sample.group_index is None else str(sample.group_index)
-    groups = gate() if key is not None else None
-    if groups is not None:
-        groups.enter(key)  # before any await: every member of the group has entered when one leaves
-    try:
-        traj, rubric, chat = await _episode(args, sample, sampling_params)
-    except BaseException:
-        if groups is not None:
-            await groups.leave(key, None)
-        raise
-    if groups is not None:
-        members = await groups.leave(key, traj, rubric)
-    else:
-        members = [traj]
-        finish_group(rubric, members)
-    reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+    traj, reward, chat = await member_of(key, lambda: _episode(args, sample, sampling_params))
     return fill(sample, traj, reward, chat)
 
 

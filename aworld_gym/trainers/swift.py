@@ -9,8 +9,10 @@ plugin's folder first on ``sys.path``, and this folder's ``trl.py`` would shadow
   with loss mask 0), ``response_loss_mask`` and ``rollout_logprobs``; the env's answer goes in as the next user
   message, which swift renders into the prompt and never trains on. :class:`AWorldReward` (``orms["aworld"]``)
   gives the episode's reward.
-- **Gym env** ``--use_gym_env --gym_env aworld``: :class:`AWorldEnv`, a ``swift.rollout.gym_env.Env`` for swift's
-  ``GYMScheduler`` (text turns; swift sums the step rewards).
+- **Gym env** ``--multi_turn_scheduler aworld_gym --gym_env aworld``: :class:`AWorldEnv`, a
+  ``swift.rollout.gym_env.Env`` (text turns; swift sums the step rewards), under :class:`AWorldGymScheduler`
+  (swift's ``GYMScheduler`` that also masks a void episode; swift's own ``gym_scheduler`` runs the env too, but keeps
+  nothing of a step's info, so a void episode there trains as reward 0).
 - **OpenEnv** ``--multi_turn_scheduler aworld_openenv``: :class:`AWorldOpenEnvScheduler`, swift's
   ``OpenEnvScheduler`` speaking to an ``aworld-gym serve-env`` server (envs on CPU nodes apart from the GPUs).
 
@@ -21,8 +23,9 @@ then becomes a task without a reference answer).
 **Void episodes** (infrastructure's fault) on the schedulers: every loss-mask entry of the episode is set to 0 (the
 mask lists the scheduler handed swift, in place: swift's server ``run()`` and colocate ``run_multi_turn`` both keep
 them) and :class:`AWorldReward` gives it its group's live mean (the group: the rows with its ``prompt_id``), so its
-advantage is 0 and the baseline does not move; ``rollout_infos`` says ``status``/``void``. ``GYMScheduler`` keeps
-nothing of a step's info, so on the gym env a void episode ends with reward 0: use the scheduler to mask it.
+advantage is 0 and the baseline does not move; ``rollout_infos`` says ``status``/``void``/``weight``. On the gym env,
+:class:`AWorldGymScheduler` masks it the same way and its ``total_reward`` (swift's ``gym_reward``) is 0: add
+``--reward_funcs aworld --reward_weights 1 0`` to give it the group's live mean instead.
 
 Our envs live on a background event loop of their own (swift's colocate trainer opens a new loop for every hook
 call; MCP sessions stay on the loop that opened them), and come from one env pool per env id and kwargs.
@@ -39,7 +42,7 @@ from typing import Any, TypeVar
 
 from swift.rewards import ORM, orms
 from swift.rollout.gym_env import Env, envs
-from swift.rollout.multi_turn import MultiTurnScheduler, OpenEnvScheduler, multi_turns
+from swift.rollout.multi_turn import GYMScheduler, MultiTurnScheduler, OpenEnvScheduler, multi_turns
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
@@ -170,6 +173,43 @@ class VoidMasks:
         self._masks().pop(key, None)
 
 
+class EndedMasks(VoidMasks):
+    """Mixin for schedulers whose episode ends are known only from what they report (the gym env's trajectory, the
+    OpenEnv server's last step): :meth:`ended` records a request's ending, masks it if void and gives the infos."""
+
+    def _statuses(self) -> dict[str, dict[str, Any]]:
+        if "_ended" not in self.__dict__:
+            self.__dict__["_ended"] = {}
+        return self.__dict__["_ended"]
+
+    async def on_trajectory_start(self, requests: list[Any]) -> None:
+        for req in requests:
+            if req.uuid is None:
+                req.uuid = uuidlib.uuid4().hex
+            self.forget(req.uuid)
+        await super().on_trajectory_start(requests)  # type: ignore[misc]
+
+    def ended(self, key: str, status: str, termination: Any, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        void = status == "void"
+        info = {"status": status, "termination": termination, "void": float(void),
+                "weight": 0.0 if void and self.void_policy == "mask" else 1.0, **dict(extra or {})}  # fmt: skip
+        if void:
+            info["total_reward"] = 0.0
+            self.mask_void(key)
+        self._statuses()[key] = info
+        return info
+
+    def is_void(self, key: str) -> bool:
+        return self._statuses().get(key, {}).get("weight", 1.0) == 0.0
+
+    def is_finished(self, key: str) -> bool:
+        return key in self._statuses()
+
+    def forget(self, key: str) -> None:
+        super().forget(key)
+        self._statuses().pop(key, None)
+
+
 class AWorldScheduler(VoidMasks, MultiTurnScheduler):
     """Token-exact AWorld episodes in swift's multi-turn rollout (``--multi_turn_scheduler aworld``).
 
@@ -250,17 +290,13 @@ class AWorldScheduler(VoidMasks, MultiTurnScheduler):
             await on_env_loop(episode.close())
 
 
-class AWorldOpenEnvScheduler(VoidMasks, OpenEnvScheduler):
+class AWorldOpenEnvScheduler(EndedMasks, OpenEnvScheduler):
     """swift's ``OpenEnvScheduler`` for an ``aworld-gym serve-env`` server (``--multi_turn_scheduler
     aworld_openenv``; the row's ``env_config``: ``base_url``, ``reset_kwargs`` such as ``{"task_id": ...}``). The
     action is the model's text; the env's system prompt and task open the conversation; a void ending is masked."""
 
     max_concurrent_envs = 4  # class attributes: swift reads them with getattr
     env_config_defaults: dict[str, Any] = {}  # noqa: RUF012 - swift's name and shape
-
-    def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
-        super().__init__(infer_engine, max_turns, *args, **kwargs)
-        self.statuses: dict[str, dict[str, Any]] = {}
 
     def _create_env(self, env_config: dict[str, Any]) -> Any:
         wrapper = super()._create_env(env_config)
@@ -280,11 +316,7 @@ class AWorldOpenEnvScheduler(VoidMasks, OpenEnvScheduler):
         return wrapper
 
     async def on_trajectory_start(self, requests: list[Any]) -> None:
-        for req in requests:
-            if req.uuid is None:
-                req.uuid = uuidlib.uuid4().hex
-            self.forget(req.uuid)
-        await super().on_trajectory_start(requests)
+        await super().on_trajectory_start(requests)  # each request's uuid set and its last ending forgotten
         for req in requests:
             first = getattr(self._envs.get(req.uuid), "first", None)
             if isinstance(first, dict) and first.get("messages"):
@@ -295,31 +327,37 @@ class AWorldOpenEnvScheduler(VoidMasks, OpenEnvScheduler):
         out = await super().on_turn_end(infer_request, response_choice, current_turn)
         last = getattr(wrapper, "last", None)
         if out.get("done") and isinstance(last, dict) and last.get("status"):
-            void = last["status"] == "void"
-            info = {"status": last["status"], "termination": last.get("termination"), "void": float(void),
-                    "weight": 0.0 if void and self.void_policy == "mask" else 1.0}  # fmt: skip
-            if void:
-                info["total_reward"] = 0.0
-                self.mask_void(infer_request.uuid)
-            self.statuses[infer_request.uuid] = info
+            info = self.ended(infer_request.uuid, last["status"], last.get("termination"))
             out["rollout_infos"] = {**out.get("rollout_infos", {}), **info}
         return out
-
-    def is_void(self, key: str) -> bool:
-        return self.statuses.get(key, {}).get("weight", 1.0) == 0.0
-
-    def is_finished(self, key: str) -> bool:
-        return key in self.statuses
-
-    def forget(self, key: str) -> None:
-        super().forget(key)
-        self.statuses.pop(key, None)
 
     def parse_action(self, text: str) -> dict[str, Any]:
         return {"text": text}
 
     def format_observation(self, observation: Any) -> str:
         return str(observation.get("text", "")) if isinstance(observation, dict) else str(observation)
+
+
+class AWorldGymScheduler(EndedMasks, GYMScheduler):
+    """swift's ``GYMScheduler`` for :class:`AWorldEnv` (``--multi_turn_scheduler aworld_gym --gym_env aworld``) that
+    also reads each finished episode's Trajectory: ``rollout_infos`` get ``status``, ``termination``, ``weight``
+    (and the rest of :func:`rollout_infos`), and a void episode's loss masks are all set to 0 (see the module's
+    docstring). ``void_policy``: ``"mask"`` or ``"zero"``."""
+
+    def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(infer_engine, max_turns, *args, **kwargs)
+        self.void_policy = check_void_policy(str(kwargs.get("void_policy") or "mask"))
+
+    async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        env = self._envs.get(infer_request.uuid)
+        out = await super().on_turn_end(infer_request, response_choice, current_turn)
+        episode = env.episode if isinstance(env, AWorldEnv) else None
+        if out.get("done") and episode is not None:
+            traj = episode.trajectory
+            extra = {k: v for k, v in rollout_infos(traj, self.void_policy).items() if k != "total_reward"}
+            info = self.ended(infer_request.uuid, traj.status, traj.termination, extra)
+            out["rollout_infos"] = {**out.get("rollout_infos", {}), **info}
+        return out
 
 
 # ----- the reward -----------------------------------------------------------------------------------------------------
@@ -349,4 +387,5 @@ class AWorldReward(ORM):
 envs[NAME] = AWorldEnv
 multi_turns[NAME] = AWorldScheduler
 multi_turns[f"{NAME}_openenv"] = AWorldOpenEnvScheduler
+multi_turns[f"{NAME}_gym"] = AWorldGymScheduler
 orms[NAME] = AWorldReward

@@ -26,10 +26,10 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.trajectory import Trajectory, void_counts
 from aworld_gym.mcp.loop import BackgroundLoop
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
-from aworld_gym.rollout.groups import GroupCollector, check_void_policy, training_rewards
+from aworld_gym.rollout.groups import GroupCollector, check_void_policy
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
-from aworld_gym.trainers.groups import group_keys
+from aworld_gym.trainers.groups import group_keys, rewards_by_group
 from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text, run_token_batch
 from aworld_gym.trainers.trl_generate import hf_generate, model_generate, vllm_generate
 from aworld_gym.trainers.trl_tools import AWorldToolEnv, ensure_tool_parser, environment_factory, group_reward
@@ -216,7 +216,7 @@ class AWorldRolloutFunc:
         for key, traj in zip(keys, trajectories, strict=True):
             collector.add(key, traj)
         _log_void(trainer, trajectories)
-        return batch_of(trajectories, chat, prompts)
+        return batch_of(trajectories, chat, prompts, keys)
 
     @staticmethod
     def _any_active(accelerator: Any, n: int) -> bool:
@@ -239,11 +239,14 @@ def model_len(trainer: Any) -> int | None:
     return int(n) if isinstance(n, int) else None
 
 
-def batch_of(trajectories: list[Trajectory], chat: ChatTokens, prompts: Sequence[Any]) -> dict[str, Any]:
+def batch_of(
+    trajectories: list[Trajectory], chat: ChatTokens, prompts: Sequence[Any], keys: Sequence[Any] | None = None
+) -> dict[str, Any]:
     """TRL's rollout batch: the token data (a masked, void sample: every completion token has ``env_mask`` 0) and the
-    Trajectory's fields for the reward functions (``weight`` 0 makes :func:`env_reward` return ``None``)."""
+    Trajectory's fields for the reward functions (``weight`` 0 makes :func:`env_reward` return ``None``); ``keys``:
+    each sample's GRPO group (a masked sample's ``reward`` is its own group's live mean; default: one group)."""
     out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
-    rewards = training_rewards(trajectories)
+    rewards = rewards_by_group(keys if keys is not None else [0] * len(trajectories), trajectories)
     for traj, prompt, reward in zip(trajectories, prompts, rewards, strict=True):
         tokens = traj.tokens
         prompt_ids = list(tokens.prompt_ids) if tokens is not None else []

@@ -9,7 +9,8 @@ spent. The env's summed reward is the trajectory's ``reward_score`` (verl puts i
 the episode driver's token mode (:mod:`aworld_gym.rollout.driver`), the same loop as every other face's, on envs of
 the one env pool; GRPO groups (verl's ``uid``) are collected by the one group gate. A void sample (the env crashed,
 a server did not answer: infrastructure's fault) is masked (``response_mask`` all 0, and the group's mean reward as
-its score so the group's baseline does not move), never a silent reward 0.
+its score so the group's baseline does not move), never a silent reward 0; with ``algorithm.adv_estimator=aworld_grpo``
+(:mod:`aworld_gym.trainers.verl_advantage`) it is also left out of the group's std, which verl's ``grpo`` counts.
 
 Select it per row (``agent_name: aworld_agent`` in the dataset) or as the default
 (``actor_rollout_ref.rollout.agent.default_agent_loop=aworld_agent``), and give the env through the agent-loop
@@ -31,10 +32,12 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
-from aworld_gym.rollout.groups import check_void_policy, finish_group, gate, training_rewards
+from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
+from aworld_gym.trainers.groups import member_of
 from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.verl_advantage import NAME as MASKED_GRPO  # noqa: F401 - registers verl's aworld_grpo
 from aworld_gym.trainers.verl_data import AGENT_NAME
 
 logger = logging.getLogger(__name__)
@@ -114,21 +117,8 @@ class AWorldAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         uid = kwargs.get("uid")
-        groups = gate(self.void_policy) if uid is not None else None
-        if groups is not None:
-            groups.enter(str(uid))  # before any await: every member of this worker's group has entered when one leaves
-        try:
-            traj, rubric, timing = await self._episode(sampling_params, **kwargs)
-        except BaseException:
-            if groups is not None:
-                await groups.leave(str(uid), None)
-            raise
-        if groups is not None:
-            members = await groups.leave(str(uid), traj, rubric)  # group hooks once, on the complete group
-        else:
-            members = [traj]
-            finish_group(rubric, members, void_policy=self.void_policy)
-        reward = training_rewards(members)[next(i for i, t in enumerate(members) if t is traj)]
+        key = None if uid is None else str(uid)
+        traj, reward, timing = await member_of(key, lambda: self._episode(sampling_params, **kwargs), self.void_policy)
         return self._output(traj, reward, timing)
 
     async def _episode(

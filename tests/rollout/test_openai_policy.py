@@ -163,3 +163,47 @@ def test_configuration_from_aworld_variables(monkeypatch):
     monkeypatch.delenv("LLM_MODEL_NAME")
     with pytest.raises(ConfigError, match="LLM_MODEL_NAME"):
         OpenAIPolicy()
+
+
+# What each server answers (HTTP 400) when the conversation no longer fits the model's context, as each sends it.
+OVERFLOWS = {
+    "openai": {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
+                         "resulted in 9000 tokens.", "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}},
+    "vllm": {"error": {"message": "This model's maximum context length is 2048 tokens. However, your request has "
+                       "2100 input tokens. Please reduce the length of the input messages.",
+                       "type": "BadRequestError", "param": "input_tokens", "code": 400}},
+    "vllm-old": {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you "
+                 "requested 2100 tokens in the messages, Please reduce the length of the messages.",
+                 "type": "BadRequestError", "param": None, "code": 400},
+    "transformers-serve": {"detail": "The prompt has 2100 tokens, but the model takes at most 2048, prompt and answer "
+                           "(`--max-model-len`)."},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("server", [*OVERFLOWS, "other-400"])
+def test_a_context_overflow_answered_by_the_server_ends_the_episode_as_the_models_fault(fake, server):
+    """The server's 400 for a history that no longer fits ends the episode with ``context_limit`` (failed, trained
+    on), after the turns that fitted; any other 400 stays ``policy_error`` (void). It was ``policy_error`` for all."""
+    import gymnasium as gym
+
+    from aworld_gym.rollout.driver import run_episode
+
+    body = OVERFLOWS.get(server, {"error": {"message": "tools[0] is not a valid function", "type": "BadRequestError",
+                                            "param": "tools", "code": 400}})  # fmt: skip
+    env = gym.make(ENV, **demo_env_kwargs(2))
+    fake.payloads = [fake.reply({"model": "m", "messages": [{"role": "user", "content": "What is 1 + 1?"}]})]
+    fake.errors = [(400, body)]  # the second turn's request overflows
+    p = OpenAIPolicy(model="m", base_url=fake.url, backoff_s=0.01)
+    try:
+        traj = run_episode(env, p, env_id=ENV, options={"task_index": 0})
+    finally:
+        env.close()
+    assert p.attempts == 2 and traj.num_turns == 1  # never retried
+    if server == "other-400":
+        assert (traj.termination, traj.status) == ("policy_error", "void")
+    else:
+        assert (traj.termination, traj.status, traj.weight) == ("context_limit", "failed", 1.0)
+        assert "ContextOverflow" in traj.error and (
+            "maximum context length" in traj.error or "at most 2048" in traj.error
+        )

@@ -14,25 +14,31 @@ pytest.importorskip("trl")
 from transformers import AutoTokenizer
 
 from aworld_gym.trainers.token_rollout import ChatTokens
-from tests.helpers import ANSWER, CALL, TextScript, demo_env_kwargs, scripted_tokens
+from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs, scripted_tokens
 
 PROMPT = "What is 2 + 1? Use the add tool."
 
 
-def via_runner(tok, kwargs):
+def engine_task(script) -> str:
+    """The task for the faces whose stand-in engines script the model themselves (slime, OpenRLHF, AReaL): they call
+    the crash tool first on task add-3, and answer add-2 with the add tool."""
+    return "add-3" if script[0] == CRASH else "add-2"
+
+
+def via_runner(tok, kwargs, script=(CALL, ANSWER)):
     from aworld_gym.rollout.stream import stream
 
     one = {**kwargs, "tasks": kwargs["tasks"][2:3]}
-    with stream("AWorld/MCP-v0", TextScript([CALL, ANSWER]), episodes=1, env_kwargs=one) as s:
+    with stream("AWorld/MCP-v0", TextScript(list(script)), episodes=1, env_kwargs=one) as s:
         (traj,) = list(s)
-    return traj.reward, None
+    return traj.reward, None, traj.weight
 
 
-def via_trl(tok, kwargs):
+def via_trl(tok, kwargs, script=(CALL, ANSWER)):
     from aworld_gym.trainers.trl import make_rollout_func
     from tests.trainers.test_training_v2 import scripted
 
-    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(ChatTokens(tok), [CALL, ANSWER]), **kwargs)
+    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(ChatTokens(tok), list(script)), **kwargs)
     try:
         out = rf(
             [[{"role": "user", "content": PROMPT}]],
@@ -40,47 +46,51 @@ def via_trl(tok, kwargs):
         )
     finally:
         rf.close()
-    return out["reward"][0], (out["prompt_ids"][0], out["completion_ids"][0], out["env_mask"][0])
+    return (
+        out["reward"][0],
+        (out["prompt_ids"][0], out["completion_ids"][0], out["env_mask"][0]),
+        sum(out["env_mask"][0]),
+    )
 
 
-def via_skyrl(tok, kwargs):
+def via_skyrl(tok, kwargs, script=(CALL, ANSWER)):
     pytest.importorskip("skyrl_gym")
-    import skyrl_gym
 
-    from aworld_gym.trainers.skyrl import register_all
-    from tests.trainers.test_skyrl import generator_loop
+    from aworld_gym.trainers.skyrl import AWorldGenerator, register_all
+    from tests.trainers.test_skyrl import Generator
 
     register_all()
-    env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
-    _, rewards, _, _ = generator_loop(env, [CALL, ANSWER])
-    return sum(rewards), None  # SkyRL's generator tokenizes the chat itself
+    out = asyncio.run(AWorldGenerator(Generator(kwargs, [list(script)])).generate({}))
+    return out["rewards"][0], None, sum(out["loss_masks"][0])  # SkyRL's generator tokenizes the chat itself
 
 
-def via_slime(tok, kwargs, tiny):
+def via_slime(tok, kwargs, tiny, script=(CALL, ANSWER)):
     from aworld_gym.trainers.slime import generate
     from tests.trainers.test_slime import Sample, SGLang, args_for
 
     with SGLang(ChatTokens(tok)) as server:
-        s = asyncio.run(generate(args_for(server, tiny, kwargs), Sample(metadata={"task_id": "add-2"}), {}))
+        s = asyncio.run(generate(args_for(server, tiny, kwargs), Sample(metadata={"task_id": engine_task(script)}), {}))
     n = len(s.tokens) - s.response_length
-    return s.reward, (s.tokens[:n], s.tokens[n:], s.loss_mask)
+    return s.reward, (s.tokens[:n], s.tokens[n:], s.loss_mask), sum(s.loss_mask)
 
 
-def via_openrlhf(tok, kwargs):
+def via_openrlhf(tok, kwargs, script=(CALL, ANSWER)):
     pytest.importorskip("openrlhf")
     from aworld_gym.trainers.openrlhf import AgentExecutor
     from tests.trainers.test_openrlhf import Engine, params
 
-    label = {"env_id": "AWorld/MCP-v0", "env_kwargs": kwargs, "task_id": "add-2"}
+    label = {"env_id": "AWorld/MCP-v0", "env_kwargs": kwargs, "task_id": engine_task(script)}
     out = asyncio.run(AgentExecutor().execute(PROMPT, label, params(400), 2048, tok, Engine(ChatTokens(tok))))
+    if not out["action_ranges"]:  # nothing of the episode is trained on
+        return out["reward"], None, 0
     first = out["action_ranges"][0][0]
     mask = [0] * (len(out["observation_tokens"]) - first)
     for start, end in out["action_ranges"]:
         mask[start - first : end - first] = [1] * (end - start)
-    return out["reward"], (out["observation_tokens"][:first], out["observation_tokens"][first:], mask)
+    return out["reward"], (out["observation_tokens"][:first], out["observation_tokens"][first:], mask), sum(mask)
 
 
-def via_areal(tok, kwargs):
+def via_areal(tok, kwargs, script=(CALL, ANSWER)):
     pytest.importorskip("areal.api.workflow_api")
     from areal.api.cli_args import GenerationHyperparameters
 
@@ -88,10 +98,12 @@ def via_areal(tok, kwargs):
     from tests.trainers.test_areal import Engine
 
     flow = AWorldWorkflow(GenerationHyperparameters(max_new_tokens=400, max_tokens=2048), tok, "AWorld/MCP-v0", kwargs)
-    out = asyncio.run(flow.arun_episode(Engine(ChatTokens(tok)), {"task_id": "add-2"}))
+    out = asyncio.run(flow.arun_episode(Engine(ChatTokens(tok)), {"task_id": engine_task(script)}))
+    if out is None:  # rejected: AReaL leaves a void episode out of training
+        return 0.0, None, 0
     ids, mask = out["input_ids"][0].tolist(), out["loss_mask"][0].tolist()
     n = mask.index(1)
-    return out["rewards"].item(), (ids[:n], ids[n:], mask[n:])
+    return out["rewards"].item(), (ids[:n], ids[n:], mask[n:]), sum(mask)
 
 
 def via_openenv(tok, kwargs):
@@ -103,7 +115,7 @@ def via_openenv(tok, kwargs):
         plan = [{"reset": {"task_id": "add-2"}, "actions": [CALL, ANSWER]}]
         (episode,) = openenv_client(f"http://{address}", plan)["episodes"]
     assert episode["steps"][-1]["status"] == "ok"
-    return sum(s["reward"] for s in episode["steps"]), None  # the client's model tokenizes the chat itself
+    return sum(s["reward"] for s in episode["steps"]), None, None  # the client's model tokenizes the chat itself
 
 
 @pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal", "openenv"])
@@ -114,8 +126,52 @@ def test_every_face_gives_the_drivers_episode(face, tiny):
     faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal,
              "openenv": via_openenv}  # fmt: skip
     run = faces.get(face)
-    reward, tokens = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
+    reward, tokens, _ = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
     assert reward == reference.reward == 1.0
     if tokens is not None:
         ref = reference.tokens
         assert tokens == (ref.prompt_ids, ref.completion_ids, ref.mask)
+
+
+def group_bonus(group: list[dict]) -> list[float]:
+    """A group reward hook that adds a known bonus (0.5) to each live member."""
+    return [0.5] * len(group)
+
+
+GROUP_FACES = ["runner", "trl", "skyrl", "slime", "openrlhf", "areal"]
+
+
+@pytest.mark.parametrize("face", GROUP_FACES)
+def test_every_face_runs_the_envs_group_hooks(face, tiny):
+    """The env's group hook (a 0.5 bonus) reaches each face's output: the solved episode's reward is 1.5, not 1.0.
+    (AReaL, SkyRL and ms-swift never ran them; the OpenEnv server has no groups: its clients hold them.)"""
+    from aworld_gym.core.rewards import Hook, default_hooks
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    kwargs = {**demo_env_kwargs(4), "reward_hooks": [*default_hooks(), Hook(group_bonus, on="group")]}
+    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
+    run = faces.get(face)
+    if face == "runner":  # the runner has groups only with group_size > 1 (a single episode is no GRPO group)
+        from aworld_gym.rollout.stream import stream
+
+        one = {**kwargs, "tasks": kwargs["tasks"][2:3]}
+        with stream("AWorld/MCP-v0", TextScript([CALL, ANSWER]), episodes=2, group_size=2, env_kwargs=one) as s:
+            rewards = [t.reward for t in s]
+        assert rewards == [1.5, 1.5]
+        return
+    reward, _, _ = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
+    assert reward == 1.5
+
+
+@pytest.mark.parametrize("face", GROUP_FACES)
+def test_every_face_masks_an_episode_whose_server_is_killed(face, tiny):
+    """The demo server's crash tool ends its process mid-episode: a void episode, which each face leaves out of
+    training (nothing of it trainable: loss mask 0, or rejected) with a reward of 0 (a group of one: no live mean).
+    SkyRL's rows kept their loss mask before AWorldGenerator."""
+    tok = AutoTokenizer.from_pretrained(tiny)
+    kwargs = demo_env_kwargs(4, "stdio")
+    faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
+    run = faces.get(face)
+    script = (CRASH, ANSWER)
+    reward, _, trained = run(tok, kwargs, script) if run is not None else via_slime(tok, kwargs, tiny, script)
+    assert (reward, trained) == (0.0, 0)

@@ -108,3 +108,23 @@ def test_group_reward_sees_each_rollouts_return():
     finally:
         for e in envs:
             e._close()
+
+
+def test_a_masked_member_gets_its_own_groups_mean_in_a_trl_batch(tiny):
+    """TRL's batch holds several GRPO groups: a void member's training reward is its own group's live mean (1.0
+    here), not the whole batch's (which was (1 + 0 + 0) / 3)."""
+    pytest.importorskip("trl")
+    from transformers import AutoTokenizer
+
+    from aworld_gym.rollout.groups import mask_void
+    from aworld_gym.trainers.groups import rewards_by_group
+    from aworld_gym.trainers.token_rollout import ChatTokens
+    from aworld_gym.trainers.trl import batch_of
+
+    members = [traj(1.0), traj(0.0, "env_crash"), traj(0.0), traj(0.0)]
+    mask_void(members)
+    keys = ["a", "a", "b", "b"]
+    assert rewards_by_group(keys, members) == [1.0, 1.0, 0.0, 0.0]
+    chat = ChatTokens(AutoTokenizer.from_pretrained(tiny))
+    out = batch_of(members, chat, ["p", "p", "q", "q"], keys)
+    assert out["reward"] == [1.0, 1.0, 0.0, 0.0] and out["weight"] == [1.0, 0.0, 1.0, 1.0]

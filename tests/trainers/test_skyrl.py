@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -12,7 +13,7 @@ skyrl_gym = pytest.importorskip("skyrl_gym")
 import aworld_gym  # noqa: E402, F401
 from aworld_gym.core.errors import ConfigError  # noqa: E402
 from aworld_gym.rollout.driver import run_episode  # noqa: E402
-from aworld_gym.trainers.skyrl import AWorldTextEnv, mask_void, register_all  # noqa: E402
+from aworld_gym.trainers.skyrl import AWorldGenerator, AWorldTextEnv, register_all  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs  # noqa: E402
 
 
@@ -69,23 +70,41 @@ def test_the_generic_id_takes_the_env_from_the_row_and_bad_config_is_clear():
         skyrl_gym.make("aworld", env_config={}, extras={})
 
 
+class Generator:
+    """A stand-in for SkyRL's generator: each row an env of the registry driven by :func:`generator_loop` (row i with
+    the model turns ``scripts[i]``), its ``GeneratorOutput`` built as SkyRL's is (the step rewards summed, a loss mask
+    of 1s, the env's metrics, one group)."""
+
+    def __init__(self, env_kwargs, scripts, loss_mask=(1, 1, 0, 1)):
+        self.env_kwargs, self.scripts, self.loss_mask = env_kwargs, scripts, list(loss_mask)
+        self.outputs = []
+
+    async def generate(self, input_batch):
+        rows = []
+        for script in self.scripts:
+            env = skyrl_gym.make(
+                "AWorld/MCP-v0", env_config={"env_kwargs": self.env_kwargs}, extras={"task_id": "add-2"}
+            )
+            _, rewards, outputs, metrics = await asyncio.to_thread(generator_loop, env, script)  # SkyRL's env executor
+            self.outputs.append(outputs)
+            rows.append((sum(rewards), metrics))
+        return {
+            "rewards": [r for r, _ in rows],
+            "loss_masks": [list(self.loss_mask) for _ in rows],
+            "env_metrics": [m for _, m in rows],
+            "trajectory_ids": [SimpleNamespace(instance_id="add-2", repetition_id=i) for i in range(len(rows))],
+        }
+
+
 def test_a_server_killed_mid_episode_is_void_and_masked_in_the_generator_output():
+    """Through AWorldGenerator (SkyRL's generator wrapped): a void row is masked and given its group's live mean.
+    Before, nothing called the masking: the void rows trained as reward 0 with their loss mask on."""
     register_all()
-    kwargs = demo_env_kwargs(4, "stdio")
-    rows = []
-    for first in [CALL, CRASH, CALL, CRASH]:
-        env = skyrl_gym.make("AWorld/MCP-v0", env_config={"env_kwargs": kwargs}, extras={"task_id": "add-2"})
-        _, rewards, outputs, metrics = generator_loop(env, [first, ANSWER])
-        rows.append((sum(rewards), outputs[-1]["metadata"], metrics, len(outputs)))
-    assert [m["status"] for _, m, _, _ in rows] == ["ok", "void"] * 2
-    assert [m["termination"] for _, m, _, _ in rows] == ["answer", "env_crash"] * 2
-    assert [n for *_, n in rows] == [2, 1, 2, 1]  # the crash ends the episode at once
-    output = {
-        "rewards": [r for r, *_ in rows],
-        "loss_masks": [[1, 1, 0, 1]] * 4,
-        "env_metrics": [m for _, _, m, _ in rows],
-        "trajectory_ids": [SimpleNamespace(instance_id="add-2", repetition_id=i) for i in range(4)],
-    }
-    mask_void(output)
+    inner = Generator(demo_env_kwargs(4, "stdio"), [[first, ANSWER] for first in [CALL, CRASH, CALL, CRASH]])
+    output = asyncio.run(AWorldGenerator(inner).generate({}))
+    ends = [outputs[-1]["metadata"] for outputs in inner.outputs]
+    assert [m["status"] for m in ends] == ["ok", "void"] * 2
+    assert [m["termination"] for m in ends] == ["answer", "env_crash"] * 2
+    assert [len(o) for o in inner.outputs] == [2, 1, 2, 1]  # the crash ends the episode at once
     assert output["loss_masks"] == [[1, 1, 0, 1], [0, 0, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0]]
     assert output["rewards"] == [1.0, 1.0, 1.0, 1.0]  # the void rows get the live rows' mean

@@ -89,7 +89,7 @@ def test_the_plugin_registers_every_face(engine):
     assert (
         multi_turns["aworld"] is face.AWorldScheduler and multi_turns["aworld_openenv"] is face.AWorldOpenEnvScheduler
     )
-    assert envs["aworld"] is face.AWorldEnv
+    assert envs["aworld"] is face.AWorldEnv and multi_turns["aworld_gym"] is face.AWorldGymScheduler
     from swift.rewards import orms
 
     assert orms["aworld"] is face.AWorldReward
@@ -196,6 +196,36 @@ def test_the_gym_env_under_swifts_gym_scheduler(engine):
     assert "3.0" in out.messages[3]["content"]  # the tool's answer, as the next user turn
     wrong = asyncio.run(gym.run(request("g2", [CALL, "<answer>5</answer>"], env_config), config()))
     assert wrong.rollout_infos["total_reward"] == 0.0
+
+
+def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine):
+    """The gym env with a server killed mid-episode: under ``aworld_gym`` (swift's GYMScheduler plus the episode's
+    ending) the void row's every loss mask is 0, its infos say void with weight 0, and AWorldReward gives it the live
+    mean. Under swift's own ``gym_scheduler`` the same episode trains as reward 0 with its masks on."""
+    from aworld_gym.trainers.swift import AWorldReward
+
+    env_config = {**MCP, "env_kwargs": {**demo_env_kwargs(4), "mcp_config": stdio_config()}}
+    scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER]]
+
+    def group(name, prefix):
+        sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=4, gym_env="aworld")
+
+        async def both():
+            reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
+            return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
+
+        return asyncio.run(both())
+
+    plain = group("gym_scheduler", "p")
+    assert [o.rollout_infos["total_reward"] for o in plain] == [1.0, 0.0] and "status" not in plain[1].rollout_infos
+    assert all(sum(m for mask in o.response_loss_mask for m in mask) > 0 for o in plain)  # the void row trains
+    outs = group("aworld_gym", "a")
+    infos = [o.rollout_infos for o in outs]
+    assert [(i["status"], i["termination"], i["weight"]) for i in infos] == [
+        ("ok", "answer", 1.0), ("void", "env_crash", 0.0)]  # fmt: skip
+    assert [sum(m for mask in o.response_loss_mask for m in mask) == 0 for o in outs] == [False, True]
+    assert len(outs[1].response_loss_mask) == 2  # both of its turns, the one before the crash included
+    assert AWorldReward()([None] * 2, rollout_infos=infos, prompt_id=["p"] * 2) == [1.0, 1.0]
 
 
 @contextlib.contextmanager

@@ -198,7 +198,10 @@ def test_the_qwen3_32b_recipe_composes_against_verls_config(monkeypatch):
     monkeypatch.setenv("AWORLD_GYM_RECIPES", recipes)
     with initialize_config_dir(config_dir=recipes, version_base=None):
         cfg = compose(config_name="qwen3_32b_grpo_verl")
-    assert cfg.algorithm.adv_estimator == "grpo" and cfg.trainer.n_gpus_per_node == 8
+    assert cfg.algorithm.adv_estimator == "aworld_grpo" and cfg.trainer.n_gpus_per_node == 8
+    hook = cfg.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook
+    assert hook == "aworld_gym.trainers.verl_advantage.register"
+    assert omega_conf_to_dataclass(cfg.algorithm).adv_estimator == "aworld_grpo"
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
     assert rollout.agent.default_agent_loop == "aworld_agent" and rollout.n == 8
     assert rollout.response_length == cfg.data.max_response_length == 16384
@@ -315,3 +318,30 @@ def test_a_server_killed_mid_episode_is_masked_in_its_group(tokenizer):
     mean = sum(o.reward_score for o in live) / 2
     assert sorted(o.reward_score for o in live) == pytest.approx([0.0, 1.0])
     assert all(o.reward_score == pytest.approx(mean) for o in void)
+    advantages_of_the_group_with_and_without_its_void_samples(outs)
+
+
+def advantages_of_the_group_with_and_without_its_void_samples(outs):
+    """verl's ``grpo`` on the group: the void samples (on the mean) shrink the std and inflate the live samples'
+    advantages sqrt(3) times (+-1.22 for +-0.71); ``aworld_grpo`` gives them what the live samples alone give."""
+    import numpy as np
+    import torch
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_estimator_fn
+
+    n = max(len(o.response_mask) for o in outs)
+    mask = torch.tensor([list(o.response_mask) + [0] * (n - len(o.response_mask)) for o in outs], dtype=torch.float32)
+    rewards = torch.zeros(len(outs), n)
+    for i, o in enumerate(outs):
+        rewards[i, len(o.response_mask) - 1] = o.reward_score  # verl puts the score on the last response token
+    index = np.array(["g"] * len(outs), dtype=object)
+    live = [i for i, o in enumerate(outs) if o.extra_fields["status"] != "void"]
+    alone, _ = compute_grpo_outcome_advantage(rewards[live], mask[live], index[live])
+    verls, _ = compute_grpo_outcome_advantage(rewards, mask, index)
+    ours, _ = get_adv_estimator_fn("aworld_grpo")(token_level_rewards=rewards, response_mask=mask, index=index,
+                                                  config={"norm_adv_by_std_in_grpo": True})  # fmt: skip
+    first = [int(m.nonzero()[0]) for m in mask[live]]
+    alone_first = [float(alone[k, j]) for k, j in enumerate(first)]
+    assert sorted(alone_first) == pytest.approx([-0.7071, 0.7071], abs=1e-3)
+    inflated = [float(verls[i, j]) for i, j in zip(live, first, strict=True)]
+    assert inflated == pytest.approx([a * 3**0.5 for a in alone_first], 1e-3)
+    assert torch.allclose(ours[live], alone) and float(ours.abs().sum()) == pytest.approx(float(alone.abs().sum()))
