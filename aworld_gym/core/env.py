@@ -22,17 +22,16 @@ from gymnasium.error import ResetNeeded
 from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.errors import ConfigError
-from aworld_gym.core.opening import parse_turn, start_episode
-from aworld_gym.core.prompts import TOOL_FORMATS, render_system_prompt
+from aworld_gym.core.prompts import TOOL_FORMATS, describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
+from aworld_gym.core.running import Episode, EpisodeRules
 from aworld_gym.core.scoring import contains_match, exact_match
 from aworld_gym.core.spaces import UnicodeText
-from aworld_gym.core.stepping import add_scores, conclude_step, episode_context, finish_step, render_turn
-from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task
+from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer
 from aworld_gym.mcp.capabilities import parse_capabilities
-from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult, truncate
+from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
 
@@ -179,20 +178,12 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.strict = strict
         self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
-        self.turns: list[dict[str, Any]] = []
-        self.task: Task | None = None
-        self.turn, self.episode_reward, self.episode_components = 0, 0.0, {}
-        self._head: list[dict[str, Any]] = []
+        self.episode: Episode | None = None  # the running (or last) episode: made at each reset
         self._pending_limit: int | None = None  # what TurnLimit / the async face said during this reset
         self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
-        self._chars = 0
-        self._step_started = 0.0  # perf_counter() at the start of the running step (info["step_time_s"])
-        self._done = True
         self._tools: list[dict[str, Any]] | None = None
-        self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (core.stepping.tool_change)
+        self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (:meth:`_tool_change`)
         self._system: str | None = None
-        self.last_context: StepContext | None = None
-        self.observation_images: list[bytes] = []  # PNGs of the latest observation (screenshot modes)
 
     # ----- Gymnasium API ---------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -202,7 +193,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.hub.begin_episode(files=self.task_files(task))
         if self._overrides("abegin_task"):
             self.hub.run_sync(self.abegin_task(task))
-        return start_episode(self, task)
+        return self._start(task)
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -215,10 +206,11 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             await asyncio.to_thread(self.prepare_episode, task)
         await self.hub.abegin_episode(files=self.task_files(task))
         await self.abegin_task(task)
-        return start_episode(self, task)
+        return self._start(task)
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        parsed = parse_turn(self, action)
+        episode = self._running()
+        parsed = episode.parse(action)
         results: list[ToolResult] = []
         crash: str | None = None
         state: TaskState | None = None
@@ -233,16 +225,12 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             score = self._score_answer(parsed)
         except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
             score, crash = None, self._crash(exc)
-        ctx, obs, info, messages = conclude_step(self, parsed, results, crash, score, state)
-        out = finish_step(self, ctx, obs, info, messages, self.rubric.score(self.rubric.step, ctx, self.hub.run_sync))
-        if (ctx.terminated or ctx.truncated) and self.rubric.episode:
-            ends = self.rubric.score(self.rubric.episode, episode_context(self, ctx), self.hub.run_sync)
-            out = add_scores(self, out, ends)
-        return out
+        return episode.finish(episode.conclude(parsed, results, crash, score, state), self.rubric, self.hub.run_sync)
 
     async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """Async :meth:`step` (scoring, which may run tests, happens in a worker thread)."""
-        parsed = parse_turn(self, action)
+        episode = self._running()
+        parsed = episode.parse(action)
         results: list[ToolResult] = []
         crash: str | None = None
         state: TaskState | None = None
@@ -259,11 +247,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 score = await asyncio.to_thread(self._score_answer, parsed) if slow else self._score_answer(parsed)
         except Exception as exc:  # noqa: BLE001 - the env's scorer failed: its crash, not the model's answer
             score, crash = None, self._crash(exc)
-        ctx, obs, info, messages = conclude_step(self, parsed, results, crash, score, state)
-        out = finish_step(self, ctx, obs, info, messages, await self.rubric.ascore(self.rubric.step, ctx))
-        if (ctx.terminated or ctx.truncated) and self.rubric.episode:
-            out = add_scores(self, out, await self.rubric.ascore(self.rubric.episode, episode_context(self, ctx)))
-        return out
+        return await episode.afinish(episode.conclude(parsed, results, crash, score, state), self.rubric)
 
     def close(self) -> None:
         """Close every MCP session and server process. Safe to call twice."""
@@ -289,7 +273,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
     def render(self) -> str | None:
         if self.render_mode is None:
             return None
-        text = render_turn(self)
+        text = self.episode.render() if self.episode is not None else "[task -]\n"
         if self.render_mode == "human":
             print(text)
             return None
@@ -360,10 +344,91 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             self._system = render_system_prompt(self.tools, self.preamble, self.tool_format)
         return self._system
 
+    # ----- the running episode, read-only (hooks, policies and recorders read these) ---------------------------
+    @property
+    def task(self) -> Task | None:
+        """The episode's task (``None`` before the first reset)."""
+        return self.episode.task if self.episode is not None else None
+
+    @property
+    def turn(self) -> int:
+        """The number of turns taken in this episode."""
+        return self.episode.turn if self.episode is not None else 0
+
+    @property
+    def turns(self) -> list[dict[str, Any]]:
+        """The episode's turn log (a new list at every reset; see :mod:`aworld_gym.core.episode`)."""
+        return self.episode.turns if self.episode is not None else []
+
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-format message history, derived from the turn log."""
-        return [*self._head, *(m for t in self.turns for m in t["messages"])]
+        return self.episode.messages if self.episode is not None else []
+
+    @property
+    def episode_reward(self) -> float:
+        """The episode's reward as the env's own reward hooks scored it (wrappers' shaping not included)."""
+        return self.episode.ledger.total if self.episode is not None else 0.0
+
+    @property
+    def episode_components(self) -> dict[str, float]:
+        """The episode's reward components as the env's own reward hooks scored them."""
+        return self.episode.ledger.components if self.episode is not None else {}
+
+    @property
+    def last_context(self) -> StepContext | None:
+        """The latest step's context (what reward hooks saw)."""
+        return self.episode.last_context if self.episode is not None else None
+
+    @property
+    def observation_images(self) -> list[bytes]:
+        """Images (PNG, JPEG...) of the latest observation (screenshot modes, tool images)."""
+        return self.episode.images if self.episode is not None else []
+
+    def _start(self, task: Task) -> tuple[str, dict[str, Any]]:
+        """Begin the episode on ``task`` (after the servers and the task hooks did): its first observation and info."""
+        rules = EpisodeRules(
+            turn_limit=self.turn_limit,
+            max_chars=self.max_episode_chars,
+            truncate_on_infra_error=self.truncate_on_infra_error,
+            max_observation_chars=self.observation_space.max_length,
+            tokenizer=self.tokenizer,
+            max_tool_output_tokens=self.max_tool_output_tokens,
+            strict=self.strict,
+        )
+        obs = rules.bound(self.render_prompt(task))
+        self._tool_change()  # tools a server re-listed since the last episode: this episode's system prompt lists them
+        system = self.system_prompt
+        images = list(self.prompt_images(task))
+        self.episode = Episode(task, obs, system, images, parser=self.parser, rules=rules, relist=self._relist)
+        info = {"task_id": task.id, "tools": self.tools, "system_prompt": system,
+                "files": list(self.task_files(task)), "turn": 0}  # fmt: skip
+        if images:
+            info["images"] = self.episode.images
+        info.update(self.reset_info(task))
+        info["task_meta"] = task_meta(task.metadata, info)
+        return obs, info
+
+    def _running(self) -> Episode:
+        if self.episode is None:
+            raise ResetNeeded("call reset() before step(): the episode has not started or is over")
+        return self.episode
+
+    def _tool_change(self) -> str | None:
+        """When the hub's tool table changed since the env last read it (``hub.tools_version``): ``tools`` is read
+        again (the next episode's system prompt lists the new tools) and the note for the model is returned; ``None``
+        when nothing the model reads changed."""
+        version = self.hub.tools_version
+        if version == self._tools_version:
+            return None
+        old, self._tools_version = self._tools, version
+        self._tools = self._system = None
+        return None if old is None else describe_tool_change(old, self.tools, self.tool_format)
+
+    def _relist(self) -> tuple[str, list[dict[str, Any]]] | None:
+        """After a step's tool calls: the note on changed tools and the new schemas (``None``: nothing changed)."""
+        note = self._tool_change()
+        return None if note is None else (note, self.tools)
 
     def _overrides(self, hook: str) -> bool:
         """Whether a subclass implements ``hook`` (the sync face then runs it on the hub's loop)."""
@@ -377,8 +442,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         return task
 
     async def _acheck(self, results: list[ToolResult]) -> TaskState | None:
-        assert self.task is not None
-        return await self.acheck_task(self.task, results)
+        return await self.acheck_task(self._running().task, results)
 
     def _pick_task(self, options: Mapping[str, Any]) -> Task:
         if self._closed:
@@ -386,15 +450,10 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         return pick_task(self.tasks, options, self.np_random)
 
     def _score_answer(self, parsed: ParsedAction) -> float | None:
-        assert self.task is not None
-        return None if parsed.answer is None else self.score(parsed.answer, self.task)
+        return None if parsed.answer is None else self.score(parsed.answer, self._running().task)
 
     def _release(self) -> None:
         try:
             self.release()
         finally:
             self._holdings.release()
-
-    def _bound(self, text: str) -> str:
-        limit = self.observation_space.max_length
-        return text if len(text) <= limit else truncate(text, limit - 100)[0]

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx2 as httpx
 import pytest
@@ -158,8 +159,8 @@ def code_reference_actions() -> tuple[str, list[str]]:
         _, info = env.reset(options={"task_index": 0})
         policy, inner = CodeReferencePolicy(), env.unwrapped
         first = policy.decide(inner)
-        inner.turn = 1  # the policy's second turn reads the turn counter only
-        return info["task_id"], [first, policy.decide(inner)]
+        second = policy.decide(SimpleNamespace(task=inner.task, turn=1))  # its second turn reads the counter only
+        return info["task_id"], [first, second]
     finally:
         env.close()
 
