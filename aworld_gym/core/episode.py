@@ -13,9 +13,10 @@ over the budget      no            yes          ``token_budget``
 at the turn limit    no            yes          ``turn_limit``
 ===================  ============  ===========  =====================
 
-The turn log (``env.turns``) is kept once, by the env: each turn holds the action, the tool calls and results, the
-observation, the reward and its components, and the chat messages the turn added. ``env.messages`` (the OpenAI
-message history) is derived from it; recorders and trainer adapters read it instead of rebuilding it.
+The turn log (``env.turns``) is kept once, by the env's running :class:`~aworld_gym.core.running.Episode`: each
+turn holds the action, the tool calls and results, the observation, the reward and its components, and the chat
+messages the turn added. ``env.messages`` (the OpenAI message history) is derived from it; recorders and trainer
+adapters read it instead of rebuilding it.
 """
 
 from __future__ import annotations

@@ -12,14 +12,14 @@ It lives apart from :mod:`aworld_gym.core.episode`, which holds the pure parts o
 precedence table, the shapes of a turn's messages) that recorders and trainer faces import without the running
 machinery.
 
-A turn's reward has one writer, :meth:`Episode.set_turn_reward`: the env's own rubric, reward-shaping wrappers and
-the rollout driver (what the outermost env returned) all go through it.
+A turn's reward has one writer, :func:`set_turn_reward`: the env's own rubric and reward-shaping wrappers reach it
+through :meth:`Episode.add_scores`, the rollout driver (what the outermost env returned) directly on the logged turn.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -273,12 +273,10 @@ class Episode:
         self.set_turn_reward(total, components)
         return obs, total, terminated, truncated, info
 
-    def set_turn_reward(self, reward: float, components: dict[str, float]) -> None:
-        """The one writer of a logged turn's reward: the latest turn's reward is ``reward`` with ``components``
-        (what the outermost env returned for it)."""
+    def set_turn_reward(self, reward: float, components: Mapping[str, float]) -> None:
+        """The latest turn's reward is ``reward`` with ``components`` (see :func:`set_turn_reward`)."""
         if self.turns:
-            self.turns[-1]["reward"] = float(reward)
-            self.turns[-1]["reward_components"] = dict(components)
+            set_turn_reward(self.turns[-1], reward, components)
 
     def _log(self, step: Concluded, scores: Scores) -> StepOut:
         """Append the turn to the log with its step rewards, end the episode if the step did, return the 5-tuple."""
@@ -308,6 +306,14 @@ class Episode:
             return f"[task {self.task.id}]\n{self.head[1]['content']}"
         last = self.turns[-1]
         return f"[turn {last['turn']}] action:\n{last['action']}\n--- observation:\n{last['observation']}"
+
+
+def set_turn_reward(turn: MutableMapping[str, Any], reward: float, components: Mapping[str, float]) -> None:
+    """The one writer of a logged turn's reward: ``turn`` (an entry of a turn log) gets ``reward`` with
+    ``components``. The env's rubric, reward-shaping wrappers (through :meth:`Episode.add_scores`) and the rollout
+    driver (what the outermost env returned, a Gymnasium reward wrapper's transform included) all write here."""
+    turn["reward"] = float(reward)
+    turn["reward_components"] = dict(components)
 
 
 def step_images(results: list[ToolResult], state: TaskState | None) -> list[tuple[str, list[bytes]]]:

@@ -26,6 +26,7 @@ import gymnasium as gym
 
 from aworld_gym.core.actions import Action, Sample, action_text
 from aworld_gym.core.faces import async_face
+from aworld_gym.core.running import set_turn_reward
 from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
 from aworld_gym.rollout.openai_policy import ContextOverflow
 from aworld_gym.rollout.policies import Policy, policy_act
@@ -213,8 +214,8 @@ def record_step(
                  "tool_results": info.get("tool_results", []), "observation": obs,
                  "action_error": info.get("action_error"), "answer": info.get("answer")}  # fmt: skip
         traj.turns.append(entry)
-    # What the outermost env (wrappers included) returned is the turn's reward.
-    entry.update(reward=float(reward), reward_components=components, policy_s=policy_s, env_s=env_s)
+    set_turn_reward(entry, float(reward), components)  # what the outermost env (wrappers included) returned
+    entry.update(policy_s=policy_s, env_s=env_s)
     sample = action.sample if isinstance(action, Action) else None
     if sample is not None:  # the policy's sampled tokens/logprobs (and model version) for this action
         entry["sampled"] = sample.to_dict()

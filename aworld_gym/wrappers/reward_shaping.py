@@ -8,8 +8,8 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from aworld_gym.core.faces import AsyncWrapper
-from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores
-from aworld_gym.core.trajectory import sum_into
+from aworld_gym.core.rewards import Rubric
+from aworld_gym.core.running import Episode
 
 
 class RewardShaping(AsyncWrapper):
@@ -21,7 +21,8 @@ class RewardShaping(AsyncWrapper):
     async face) and weights work as in the env itself (:mod:`aworld_gym.core.rewards`).
 
     Args:
-        env: an AWorld env (anything whose unwrapped env records ``last_context`` and ``turns``).
+        env: an AWorld env (its unwrapped env runs an :class:`~aworld_gym.core.running.Episode` as ``episode``;
+            on another env the wrapper adds nothing).
         hooks: extra reward hooks.
         replace: drop the env's own components and use only ``hooks``.
     """
@@ -35,58 +36,32 @@ class RewardShaping(AsyncWrapper):
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         out = self.env.step(action)
-        ctx = self._ctx()
-        if ctx is None:
+        episode = self._episode()
+        if episode is None or episode.last_context is None:
             return out
-        run = self.unwrapped.hub.run_sync  # type: ignore[attr-defined]
-        out = self._combine(out, self.rubric.score(self.rubric.step, ctx, run), self.replace)
+        ctx, run = episode.last_context, self.unwrapped.hub.run_sync  # type: ignore[attr-defined]
+        out = episode.add_scores(out, self.rubric.score(self.rubric.step, ctx, run), replace=self.replace, own=False)
         if (out[2] or out[3]) and self.rubric.episode:
-            out = self._combine(out, self.rubric.score(self.rubric.episode, self._episode(ctx), run), False)
+            scores = self.rubric.score(self.rubric.episode, episode.outer_context(ctx), run)
+            out = episode.add_scores(out, scores, own=False)
         return out
 
     async def astep(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         out = await self.inner.astep(action)
-        ctx = self._ctx()
-        if ctx is None:
+        episode = self._episode()
+        if episode is None or episode.last_context is None:
             return out
-        out = self._combine(out, await self.rubric.ascore(self.rubric.step, ctx), self.replace)
+        ctx = episode.last_context
+        out = episode.add_scores(out, await self.rubric.ascore(self.rubric.step, ctx), replace=self.replace, own=False)
         if (out[2] or out[3]) and self.rubric.episode:
-            out = self._combine(out, await self.rubric.ascore(self.rubric.episode, self._episode(ctx)), False)
+            scores = await self.rubric.ascore(self.rubric.episode, episode.outer_context(ctx))
+            out = episode.add_scores(out, scores, own=False)
         return out
 
-    # ----- internals -------------------------------------------------------------------------------------
-    def _ctx(self) -> Any:
-        return getattr(self.env.unwrapped, "last_context", None)
-
-    def _episode(self, ctx: Any) -> EpisodeContext:
-        """The episode so far as this wrapper returned it (the turn log carries every turn's outer reward)."""
-        turns = list(getattr(self.env.unwrapped, "turns", []))
-        components: dict[str, float] = {}
-        for t in turns:
-            sum_into(components, t.get("reward_components") or {})
-        return EpisodeContext(ctx.task, turns, ctx, float(sum(t.get("reward", 0.0) for t in turns)), components)
-
-    def _combine(
-        self, out: tuple[Any, SupportsFloat, bool, bool, dict[str, Any]], scores: Scores, replace: bool
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = out
-        components = {} if replace else dict(info.get("reward_components", {}))
-        sum_into(components, scores.components)
-        info = {**info, "reward_components": components}
-        if scores.metrics:
-            info["metrics"] = {**info.get("metrics", {}), **scores.metrics}
-        if scores.errors:
-            info["reward_errors"] = {**info.get("reward_errors", {}), **scores.errors}
-        total = float(sum(components.values())) if replace else float(reward) + scores.total
-        self._annotate(components, total)
-        return obs, total, terminated, truncated, info
-
-    def _annotate(self, components: dict[str, float], total: float) -> None:
-        """The env's turn log shows what the outermost env returned for the turn (one log, read by recorders)."""
-        turns = getattr(self.env.unwrapped, "turns", None)
-        if turns:
-            turns[-1]["reward"] = total
-            turns[-1]["reward_components"] = dict(components)
+    def _episode(self) -> Episode | None:
+        """The env's running episode: the shaping is added to its step and written to its turn log through it."""
+        episode = getattr(self.env.unwrapped, "episode", None)
+        return episode if isinstance(episode, Episode) else None
 
 
 def group_hooks(env: Any) -> Rubric | None:
