@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 
@@ -33,9 +33,10 @@ from aworld_gym.rollout.policies import Policy, policy_act
 from aworld_gym.rollout.screenshots import Screenshots, render_async, render_sync
 from aworld_gym.rollout.tokens import TokenMode, TokenTrack, new_env_messages, split_output
 
+T = TypeVar("T")
 PROMPT_CHARS = 8000  # the first observation kept in a trajectory, at most
 
-__all__ = ["PROMPT_CHARS", "arun_episode", "error_text", "record_step", "run_episode"]
+__all__ = ["PROMPT_CHARS", "arun_episode", "error_text", "record_step", "run_episode", "run_now"]
 
 
 class _SyncFace:
@@ -226,8 +227,9 @@ def record_step(
         traj.termination = info.get("truncation_reason", Termination.TURN_LIMIT)
 
 
-def _run_sync(coro: Coroutine[Any, Any, Trajectory]) -> Trajectory:
-    """Drive a coroutine whose every await returns at once (the sync face) without an event loop."""
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine whose every await returns at once (a sync face) without an event loop: the one runner of
+    the sync faces (this driver's, :class:`~aworld_gym.rollout.text_episode.SyncTextEpisode`'s)."""
     try:
         coro.send(None)
     except StopIteration as stop:
@@ -241,7 +243,7 @@ def run_episode(env: gym.Env[Any, Any], policy: Policy | None = None, **driver: 
     or the tools do. ``driver``: the keywords of :func:`arun_episode` (``policy_timeout_s`` needs the async face)."""
     if driver.get("policy_timeout_s") is not None:
         raise ValueError("policy_timeout_s needs the async face: await arun_episode(...)")
-    return _run_sync(_drive(_SyncFace(env), policy, **_keywords(env, driver)))
+    return run_now(_drive(_SyncFace(env), policy, **_keywords(env, driver)))
 
 
 def _keywords(env: Any, driver: dict[str, Any]) -> dict[str, Any]:

@@ -30,16 +30,11 @@ from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.groups import member_of
+from aworld_gym.trainers.rows import row_env
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
-
-
-def _env(default_id: str | None, default_kwargs: dict[str, Any], data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    env_id = data.get("env_id") or default_id
-    if not env_id:
-        raise ConfigError("the AReaL face needs an env: env_id= or the row's env_id")
-    return str(env_id), {**default_kwargs, **dict(data.get("env_kwargs") or {})}
+NEEDS = "env_id= or the row's env_id"
 
 
 def per_token_versions(mask: list[int], turns: list[list[int]]) -> list[int]:
@@ -78,14 +73,14 @@ class AWorldWorkflow(RolloutWorkflow):
         # the members of one group get the same data object from AReaL's GroupedRolloutWorkflow
         traj, reward, versions = await member_of(str(id(data)), lambda: self._episode(engine, data), self.void_policy)
         self.last = traj
-        if traj.void and self.void_policy != "zero":
+        if traj.weight <= 0:
             return None  # rejected: AReaL leaves it out of training
         return self._tensors(traj, reward, versions)
 
     async def _episode(self, engine: Any, data: dict[str, Any]) -> tuple[Trajectory, Any, list[list[int]]]:
         """One episode through the driver's token mode, each turn one ``engine.agenerate``; its trajectory, the
         env's group hooks and each model turn's weights versions."""
-        env_id, env_kwargs = _env(self.env_id, self.env_kwargs, data)
+        env_id, env_kwargs = row_env(data, self.env_id, self.env_kwargs, face="AReaL", needs=NEEDS)
         turns: list[list[int]] = []
 
         async def generate(ids: list[int], max_new: int) -> Any:
@@ -144,7 +139,7 @@ class AWorldAgent:
         base_url = extra_kwargs.get("base_url")
         if not base_url:
             raise ConfigError("AWorldAgent needs AReaL's base_url (its OpenAI-compatible proxy)")
-        env_id, env_kwargs = _env(self.env_id, self.env_kwargs, data)
+        env_id, env_kwargs = row_env(data, self.env_id, self.env_kwargs, face="AReaL", needs=NEEDS)
         policy = OpenAIPolicy(self.model, base_url, extra_kwargs.get("api_key") or "areal", **self.policy_kwargs)
         try:
             traj = await run_pooled(POOL.get(env_id, env_kwargs), policy, env_id=env_id, seed=data.get("seed"),

@@ -60,8 +60,8 @@ from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.sink_files import OutputWriteError
 from aworld_gym.rollout.sinks import JSONLSink
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
+from aworld_gym.trainers.env_loop import EnvLoop
 from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, is_loopback, read_body, server_token
-from aworld_gym.trainers.openenv_loop import EnvLoop
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
     AWorldObservation,
@@ -210,7 +210,7 @@ class EnvServer:
         self.max_sessions, self.session_timeout = max_sessions, session_timeout
         self.guard = Guard(token, host, allowed_origins, allowed_hosts)
         self.max_action_chars, self.max_message_bytes = max_action_chars, max_message_bytes
-        self.envs = EnvLoop()
+        self.envs = EnvLoop("aworld-gym-serve-env")
         self.sessions = 0
         self.episodes_written = 0
         # one writer per file, odd values stored, a torn last line repaired; every episode kept (not keyed)

@@ -28,29 +28,28 @@ from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.groups import finish_group
 from aworld_gym.rollout.pool import EnvPools, run_pooled
-from aworld_gym.rollout.tokens import ChatTokens, TokenMode, new_env_messages
+from aworld_gym.rollout.text_episode import TextEpisode
+from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.groups import member_of
+from aworld_gym.trainers.rows import TRUNCATING, environ_env, row_env
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
-TRUNCATING = frozenset({Termination.TOKEN_BUDGET, Termination.LENGTH, Termination.CONTEXT_LIMIT})
 
 
-def row_env(label: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def label_env(label: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(env id, env kwargs, the row's task fields) from a JSON ``label`` or the environment variables."""
     info: dict[str, Any] = {}
     if isinstance(label, dict):
         info = dict(label)
     elif isinstance(label, str) and label.strip().startswith("{"):
         info = json.loads(label)
-    env_id = info.get("env_id") or os.environ.get("AWORLD_ENV_ID")
-    if not env_id:
-        raise ConfigError("the OpenRLHF face needs an env: a JSON label with env_id, or $AWORLD_ENV_ID")
-    kwargs = {**json.loads(os.environ.get("AWORLD_ENV_KWARGS") or "{}"), **dict(info.get("env_kwargs") or {})}
-    return str(env_id), kwargs, info
+    env_id, env_kwargs = row_env(
+        info, *environ_env(), face="OpenRLHF", needs="a JSON label with env_id, or $AWORLD_ENV_ID"
+    )
+    return env_id, env_kwargs, info
 
 
 def spans(mask: list[int], offset: int) -> list[tuple[int, int]]:
@@ -81,7 +80,7 @@ class AgentExecutor(AgentExecutorBase):
     async def _episode(
         self, prompt: Any, label: Any, sampling_params: Any, max_length: int, hf_tokenizer: Any, llm_engine: Any
     ) -> tuple[Trajectory, Any, None]:
-        env_id, env_kwargs, info = row_env(label)
+        env_id, env_kwargs, info = label_env(label)
 
         async def generate(ids: list[int], max_new: int) -> Any:
             params = deepcopy(sampling_params)
@@ -127,37 +126,37 @@ class AWorldAgentInstance(AgentInstanceBase):
         if not folder:
             raise ConfigError("AWorldAgentInstance renders the env's turns with $AWORLD_TOKENIZER (a tokenizer folder)")
         self.chat = ChatTokens(AutoTokenizer.from_pretrained(folder))
-        self.env: Any = None
-        self.pool: Any = None
-        self.trajectory = Trajectory(policy="openrlhf")
+        self.episode: TextEpisode | None = None
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The episode's trajectory (an empty one before the first reset)."""
+        return self.episode.trajectory if self.episode is not None else Trajectory(policy="openrlhf")
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        env_id, env_kwargs, info = row_env(states.get("label"))
-        self.pool = POOL.get(env_id, env_kwargs)
-        self.env = await self.pool.acquire()
-        self.trajectory = Trajectory(env_id, policy="openrlhf")
-        _, reset_info = await self.env.areset(
-            seed=info.get("seed"), options=episode_options(info, states["observation"])
-        )
-        self.trajectory.task_id = reset_info.get("task_id")
-        self.trajectory.turns = self.env.unwrapped.turns
-        return {"observation": self.chat.decode(self.chat.prompt_ids(self.env.unwrapped.messages))}
+        env_id, env_kwargs, info = label_env(states.get("label"))
+        if self.episode is not None:  # an episode left unfinished: its env goes back
+            self.episode.end(Termination.POLICY_ERROR, "OpenRLHF reset the agent before its episode ended")
+            await self.episode.close()
+        self.episode = TextEpisode(POOL.get(env_id, env_kwargs), env_id, "openrlhf")
+        turn = await self.episode.start(info.get("seed"), episode_options(info, states["observation"]))
+        if turn.error is not None:  # a void episode: its first step ends it
+            return {"observation": turn.observation}
+        return {"observation": self.chat.decode(self.chat.prompt_ids(turn.messages))}
 
     async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         import torch
 
-        traj, text = self.trajectory, str(states["action_text"]).removesuffix(self.chat.eos_token)
-        before = len(self.env.unwrapped.messages)
-        try:
-            out = await self.env.astep(text)
-            record_step(traj, text, out, 0.0, 0.0)
-        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
-            traj.end(Termination.ENV_ERROR, error=error_text(exc))
-        feedback = "" if traj.done else self.chat.decode(self.chat.env_turn_ids(new_env_messages(self.env, before + 1)))
+        episode, text = self.episode, str(states["action_text"]).removesuffix(self.chat.eos_token)
+        if episode is None:
+            raise RuntimeError("step before reset")
+        turn = await episode.step(text) if episode.running else None
+        traj = episode.trajectory
+        feedback = "" if traj.done or turn is None else self.chat.decode(self.chat.env_turn_ids(turn.messages))
         if traj.done:
             finish_group(None, [traj])
-            await self.pool.release(self.env, broken=traj.termination == Termination.ENV_ERROR)
-        reward = traj.turns[-1]["reward"] if traj.turns and not traj.void else 0.0
+            await episode.close()
+        reward = turn.reward if turn is not None and not traj.void else 0.0
         return {"rewards": torch.tensor(float(reward)), "scores": torch.tensor(float(traj.score or 0.0)),
                 "environment_feedback": feedback, "done": traj.done,
                 "extra_logs": {"void": float(traj.void), "weight": traj.weight}}  # fmt: skip

@@ -34,13 +34,12 @@ from typing import Any
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 import aworld_gym
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
-from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, training_rewards
 from aworld_gym.rollout.pool import EnvPool
-from aworld_gym.rollout.tokens import new_env_messages
+from aworld_gym.rollout.text_episode import SyncTextEpisode
+from aworld_gym.trainers.rows import row_env, void_weight
 from aworld_gym.trainers.token_rollout import episode_options
 
 GENERIC_ID = "aworld"
@@ -58,7 +57,8 @@ def _pool(env_id: str, env_kwargs: Mapping[str, Any]) -> EnvPool:
 
 
 class AWorldTextEnv(BaseTextEnv):
-    """One AWorld episode for SkyRL.
+    """One AWorld episode for SkyRL (a :class:`~aworld_gym.rollout.text_episode.SyncTextEpisode`: SkyRL calls it
+    synchronously).
 
     Args:
         env_config: SkyRL's per-env config (``environment.skyrl_gym.<env_class>``): ``env_id``, ``env_kwargs``,
@@ -71,60 +71,46 @@ class AWorldTextEnv(BaseTextEnv):
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, env_id: str | None = None):
         super().__init__()
         config, extras = dict(env_config or {}), dict(extras or {})
-        self.env_id = extras.get("env_id") or config.get("env_id") or env_id
-        if not self.env_id:
-            raise ConfigError("the aworld SkyRL env needs env_id (in env_config or the row's extras)")
-        self.env_kwargs = {**dict(config.get("env_kwargs") or {}), **dict(extras.get("env_kwargs") or {})}
+        self.env_id, self.env_kwargs = row_env(extras, config.get("env_id") or env_id, config.get("env_kwargs"),
+                                               face="SkyRL", needs="env_id in env_config or the row's extras")  # fmt: skip
         self.max_turns = int(config.get("max_turns") or 64)
         self.void_policy = check_void_policy(str(config.get("void_policy") or "mask"))
         self.extras = extras
-        self.pool = _pool(str(self.env_id), self.env_kwargs)
-        self.env: Any = None
-        self.trajectory = Trajectory(str(self.env_id), policy="skyrl")
+        self.pool = _pool(self.env_id, self.env_kwargs)
+        self.episode = SyncTextEpisode(self.pool, self.env_id, "skyrl")
         self.key = next(_KEYS)
         _TRAJECTORIES[self.key] = self
         while len(_TRAJECTORIES) > KEEP:
             _TRAJECTORIES.popitem(last=False)
 
+    @property
+    def trajectory(self) -> Trajectory:
+        """The episode's trajectory (what :func:`finish_output` reads)."""
+        return self.episode.trajectory
+
     def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         info = dict(self.extras.get("extra_info") or {})
         options = episode_options({**info, **self.extras}, prompt)
-        traj = self.trajectory
-        try:
-            self.env = self.pool.take()
-            _, reset_info = self.env.reset(seed=self.extras.get("seed"), options=options)
-        except Exception as exc:  # noqa: BLE001 - a void episode: SkyRL's batch goes on
-            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+        turn = self.episode.start(self.extras.get("seed"), options)
+        if turn.error is not None:  # a void episode: SkyRL's batch goes on
             return list(prompt), {"status": VOID}
-        unwrapped = self.env.unwrapped
-        traj.task_id, traj.task_meta = reset_info.get("task_id"), dict(reset_info.get("task_meta") or {})
-        if isinstance(getattr(unwrapped, "turns", None), list):
-            traj.turns = unwrapped.turns
-        return [dict(m) for m in unwrapped.messages], {"task_id": traj.task_id}
+        return turn.messages, {"task_id": self.trajectory.task_id}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        traj = self.trajectory
-        if traj.done or self.env is None:
+        if not self.episode.running:
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=self._metadata())
         self.turns += 1
-        before = len(self.env.unwrapped.messages)
-        try:
-            out = self.env.step(action)
-        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
-            traj.end(Termination.ENV_ERROR, error=error_text(exc))
-            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=self._metadata())
-        record_step(traj, action, out, 0.0, 0.0, own=not isinstance(getattr(self.env.unwrapped, "turns", None), list))
-        if not traj.done and self.turns >= self.max_turns:
-            traj.end(Termination.TURN_LIMIT)
-        observations = [] if traj.done else new_env_messages(self.env, before + 1)
-        obs = [{"role": m["role"], "content": m["content"]} for m in observations]
-        return BaseTextEnvStepOutput(observations=obs, reward=float(out[1]), done=traj.done, metadata=self._metadata())
+        turn = self.episode.step(action)
+        if not turn.done and self.turns >= self.max_turns:
+            self.episode.end(Termination.TURN_LIMIT)
+        obs = [] if self.episode.done else [{"role": m["role"], "content": m["content"]} for m in turn.messages]
+        return BaseTextEnvStepOutput(observations=obs, reward=turn.reward, done=self.episode.done,
+                                     metadata=self._metadata())  # fmt: skip
 
     def _metadata(self) -> dict[str, Any]:
         t = self.trajectory
-        weight = 0.0 if t.void and self.void_policy != "zero" else 1.0
-        return {"status": t.status, "termination": t.termination, "weight": weight, "score": t.score,
-                "task_id": t.task_id}  # fmt: skip
+        return {"status": t.status, "termination": t.termination, "weight": void_weight(t.void, self.void_policy),
+                "score": t.score, "task_id": t.task_id}  # fmt: skip
 
     def get_metrics(self) -> dict[str, Any]:
         t = self.trajectory
@@ -132,9 +118,7 @@ class AWorldTextEnv(BaseTextEnv):
                 "reward": t.reward, "weight": self._metadata()["weight"], "trajectory": float(self.key)}  # fmt: skip
 
     def close(self) -> None:
-        env, self.env = self.env, None
-        if env is not None:
-            self.pool.give(env, broken=self.trajectory.termination == Termination.ENV_ERROR)
+        self.episode.close()
 
 
 class AWorldGenerator:

@@ -22,15 +22,14 @@ import functools
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.errors import ConfigError
-from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.groups import member_of
+from aworld_gym.trainers.rows import TRUNCATING, row_env
 from aworld_gym.trainers.token_rollout import episode_options
 
 POOL = EnvPools()
-TRUNCATING = frozenset({Termination.TOKEN_BUDGET, Termination.LENGTH, Termination.CONTEXT_LIMIT})
 
 
 @functools.lru_cache(maxsize=8)
@@ -58,13 +57,6 @@ async def sglang_generate(url: str, ids: list[int], sampling_params: dict[str, A
     return [int(p[1]) for p in pairs], [float(p[0]) for p in pairs], finish
 
 
-def _env_of(args: Any, meta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    env_id = meta.get("env_id") or getattr(args, "aworld_env_id", None)
-    if not env_id:
-        raise ConfigError("the slime face needs an env: sample.metadata['env_id'] or args.aworld_env_id")
-    return str(env_id), {**dict(getattr(args, "aworld_env_kwargs", None) or {}), **dict(meta.get("env_kwargs") or {})}
-
-
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     """slime's custom generate: one AWorld episode per sample (see the module's docstring)."""
     key = None if sample.group_index is None else str(sample.group_index)
@@ -74,7 +66,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
 async def _episode(args: Any, sample: Any, sampling_params: dict[str, Any]) -> tuple[Trajectory, Any, ChatTokens]:
     meta = dict(sample.metadata or {})
-    env_id, env_kwargs = _env_of(args, meta)
+    env_id, env_kwargs = row_env(meta, getattr(args, "aworld_env_id", None), getattr(args, "aworld_env_kwargs", None),
+                                 face="slime", needs="sample.metadata['env_id'] or args.aworld_env_id")  # fmt: skip
     chat = _chat(str(args.hf_checkpoint))
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
     params = {k: v for k, v in sampling_params.items() if k != "max_new_tokens"}

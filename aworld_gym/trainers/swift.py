@@ -34,8 +34,6 @@ call; MCP sessions stay on the loop that opened them), and come from one env poo
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import uuid as uuidlib
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
@@ -46,42 +44,37 @@ from swift.rollout.multi_turn import GYMScheduler, MultiTurnScheduler, OpenEnvSc
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.mcp.loop import BackgroundLoop
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools
 from aworld_gym.rollout.text_episode import TextEpisode
+from aworld_gym.trainers.env_loop import EnvLoop
+from aworld_gym.trainers.rows import environ_env, row_env, void_weight
 from aworld_gym.trainers.token_rollout import episode_options
 
 T = TypeVar("T")
 NAME = "aworld"
 POOLS = EnvPools()
-_LOOP: BackgroundLoop | None = None
+ENVS = EnvLoop("aworld-gym-swift-envs")
 
 
 async def on_env_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the envs' own loop and wait for it from the caller's loop."""
-    global _LOOP
-    if _LOOP is None:
-        _LOOP = BackgroundLoop()
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, _LOOP.loop))
+    return await ENVS.run(coro)
 
 
-def row_env(env_config: Mapping[str, Any] | None, row: Mapping[str, Any] | None) -> tuple[str, dict, dict]:
+def swift_env(env_config: Mapping[str, Any] | None, row: Mapping[str, Any] | None) -> tuple[str, dict, dict]:
     """(env id, env kwargs, the task fields) from the row's ``env_config`` (and the row), else the environment."""
-    config, row = dict(env_config or {}), dict(row or {})
-    env_id = config.get("env_id") or row.get("env_id") or os.environ.get("AWORLD_ENV_ID")
-    if not env_id:
-        raise ConfigError("the ms-swift face needs an env: env_config's env_id (an AWorld/* id) or $AWORLD_ENV_ID")
-    kwargs = {**json.loads(os.environ.get("AWORLD_ENV_KWARGS") or "{}"), **dict(config.get("env_kwargs") or {})}
-    task = {k: v for k, v in {**row, **config}.items() if k in ("task", "task_id", "task_index", "seed")}
-    return str(env_id), kwargs, task
+    fields = {**dict(row or {}), **dict(env_config or {})}  # env_config's fields win over the row's
+    env_id, kwargs = row_env(fields, *environ_env(), face="ms-swift",
+                             needs="env_config's env_id (an AWorld/* id) or $AWORLD_ENV_ID")  # fmt: skip
+    task = {k: v for k, v in fields.items() if k in ("task", "task_id", "task_index", "seed")}
+    return env_id, kwargs, task
 
 
 async def _start_episode(env_config: Any, row: Any, messages: Any, policy: str) -> tuple[TextEpisode, Any]:
     async def start() -> tuple[TextEpisode, Any]:
-        env_id, kwargs, task = row_env(env_config, row)
+        env_id, kwargs, task = swift_env(env_config, row)
         episode = TextEpisode(POOLS.get(env_id, kwargs), env_id, policy)
         return episode, await episode.start(task.get("seed"), episode_options(task, messages))
 
@@ -95,9 +88,8 @@ def first_messages(env_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def rollout_infos(traj: Trajectory, void_policy: str) -> dict[str, Any]:
     """What a finished episode tells swift's trainer (and :class:`AWorldReward`)."""
-    masked = traj.void and void_policy == "mask"
     return {"total_reward": 0.0 if traj.void else traj.reward, "status": traj.status, "void": float(traj.void),
-            "termination": traj.termination, "score": traj.score, "weight": 0.0 if masked else 1.0,
+            "termination": traj.termination, "score": traj.score, "weight": void_weight(traj.void, void_policy),
             "task_id": traj.task_id, "aworld_turns": traj.num_turns,
             "error": last_line(traj.error, 500) or None}  # fmt: skip
 
@@ -159,7 +151,7 @@ class VoidMasks:
         return ids, mask
 
     def mask_void(self, key: str) -> None:
-        if self.void_policy == "mask":
+        if void_weight(True, self.void_policy) == 0:
             for mask in self._masks().get(key, []):
                 mask[:] = [0] * len(mask)
 
@@ -192,7 +184,7 @@ class EndedMasks(VoidMasks):
     def ended(self, key: str, status: str, termination: Any, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         void = status == "void"
         info = {"status": status, "termination": termination, "void": float(void),
-                "weight": 0.0 if void and self.void_policy == "mask" else 1.0, **dict(extra or {})}  # fmt: skip
+                "weight": void_weight(void, self.void_policy), **dict(extra or {})}  # fmt: skip
         if void:
             info["total_reward"] = 0.0
             self.mask_void(key)
@@ -271,7 +263,7 @@ class AWorldScheduler(VoidMasks, MultiTurnScheduler):
 
     def is_void(self, key: str) -> bool:
         episode = self.episodes.get(key)
-        return episode is not None and episode.trajectory.void and self.void_policy == "mask"
+        return episode is not None and void_weight(episode.trajectory.void, self.void_policy) == 0
 
     def is_finished(self, key: str) -> bool:
         episode = self.episodes.get(key)

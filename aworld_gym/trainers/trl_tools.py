@@ -12,11 +12,12 @@ from typing import Any, Literal
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.driver import error_text, record_step
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import check_void_policy, group_shares
+from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.text_episode import SyncTextEpisode
+from aworld_gym.trainers.rows import void_weight
 from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
-from aworld_gym.wrappers.reward_shaping import group_hooks
 
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -94,10 +95,16 @@ class AWorldToolEnv:
     ANSWER_HINT = "\n\nUse the tools as needed; when you know the final answer, call `answer` with it."
 
     def __init__(self) -> None:
-        self._env = self._make_env()
-        self.trajectory = Trajectory(self.env_id)
-        self.trajectory.end(Termination.ENV_ERROR)  # no episode yet
+        self.pool = EnvPool(self._make_env, max_idle=1)  # this instance's one env, replaced if an episode breaks it
+        self.pool.peek()  # made now: the tools' servers start with the instance, not in its first rollout
+        self.episode = SyncTextEpisode(self.pool, self.env_id, "trl")
+        self.episode.end(Termination.ENV_ERROR)  # no episode yet
         _tool_envs.add(self)
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The episode's trajectory."""
+        return self.episode.trajectory
 
     def reset(self, **row: Any) -> str | None:
         """Start the episode on the row's task (``task_id`` column, else the prompt's text)."""
@@ -106,17 +113,8 @@ class AWorldToolEnv:
             options["task_id"] = row["task_id"]
         else:
             options["task"] = adhoc_task(prompt_text(row.get("prompt")))
-        traj = self.trajectory = Trajectory(self.env_id, policy="trl")
-        try:
-            obs, info = self._env.reset(options=options)
-        except Exception as exc:  # noqa: BLE001 - a void episode: masked, not a crash of the trainer
-            traj.end(Termination.ENV_ERROR, error=error_text(exc))
-            return self.ANSWER_HINT
-        traj.task_id, traj.task_meta = info.get("task_id"), dict(info.get("task_meta") or {})
-        traj.prompt = obs if isinstance(obs, str) else None
-        log = getattr(self._env.unwrapped, "turns", None)
-        if isinstance(log, list):
-            traj.turns = log
+        self.episode.close()  # the last episode's env back to the pool (a broken one dropped)
+        self.episode.start(options=options)  # a void start ends the episode: masked, not a crash of the trainer
         return self.ANSWER_HINT
 
     @property
@@ -126,7 +124,7 @@ class AWorldToolEnv:
     def get_reward(self) -> float | None:
         """The episode's return: the task score when ``answer`` was called, plus the env's shaping components;
         ``None`` for a void episode (``void_policy="mask"``), which TRL leaves out of the group's baseline."""
-        if self.trajectory.void and self.void_policy != "zero":
+        if void_weight(self.trajectory.void, self.void_policy) == 0:
             return None
         return self.trajectory.reward
 
@@ -140,29 +138,24 @@ class AWorldToolEnv:
 
     def _close(self) -> None:
         """Close the env (not a tool: TRL exposes every public method to the model)."""
-        self._env.close()
+        self.episode.close()
+        self.pool.close()
 
     def _call_tool(self, name: str, args: dict[str, Any]) -> str:
         call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
         return self._act(f"<tool_call>\n{call}\n</tool_call>")
 
     def _act(self, text: str) -> str:
-        traj = self.trajectory
-        if traj.done:
+        if not self.episode.running:
             return "The episode is over; no more tool calls are accepted."
-        try:
-            out = self._env.step(text)
-        except Exception as exc:  # noqa: BLE001 - the env failed: a void episode, said to the model
-            traj.end(Termination.ENV_ERROR, error=error_text(exc))
+        turn = self.episode.step(text)
+        if turn.error is not None:  # the env failed: a void episode, said to the model
             return "The environment failed; the episode ends here."
-        record_step(traj, text, out, 0.0, 0.0, own=not isinstance(getattr(self._env.unwrapped, "turns", None), list))
-        info = out[4]
+        traj, info = self.trajectory, turn.info
         # what the model is shown of each call (a task's note after the last one, e.g. the page now, included)
-        log = getattr(self._env.unwrapped, "turns", None)
-        shown = [m["content"] for m in log[-1]["messages"] if m["role"] == "tool"] if log else []
-        results = info.get("tool_results") or []
+        shown = [m["content"] for m in traj.turns[-1].get("messages") or [] if m["role"] == "tool"]
         if not shown:
-            shown = [r["text"] for r in results]
+            shown = [r["text"] for r in info.get("tool_results") or []]
         result = "\n".join(shown) if shown else (info.get("action_error") or "")
         if traj.done:
             if info.get("answer") is not None:
@@ -200,7 +193,7 @@ def environment_factory(env_id: EnvLike, *, void_policy: str = "mask", **env_kwa
         probe.close()
     namespace: dict[str, Any] = {"env_id": name, "env_kwargs": dict(env_kwargs), "_make_env": staticmethod(make),
                                  "void_policy": check_void_policy(void_policy)}  # fmt: skip
-    reserved = set(dir(AWorldToolEnv))
+    reserved = {*dir(AWorldToolEnv), "pool", "episode"}  # the instance's own attributes too
     for schema in schemas:
         tool = schema["function"]["name"]
         if tool in reserved or not tool.isidentifier():
@@ -238,7 +231,7 @@ def group_reward(completions: Sequence[Any], environments: Sequence[Any] | None 
     it returns only the group part."""
     if environments is None:
         raise ValueError("group_reward needs GRPOTrainer(environment_factory=...): the environments are missing")
-    rubric = group_hooks(environments[0]._env) if environments else None
+    rubric = environments[0].pool.group_hooks if environments else None
     out: list[float | None] = [None if e.trajectory.void else 0.0 for e in environments]
     by_task: dict[str, list[int]] = {}
     for i, e in enumerate(environments):

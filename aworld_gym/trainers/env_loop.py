@@ -1,4 +1,5 @@
-"""The event loop that ``serve-env``'s envs live on, in a thread of its own (see :class:`EnvLoop`)."""
+"""The event loop that a face's envs live on, in a thread of its own (see :class:`EnvLoop`): for trainers that call
+from a loop of their own, or from a new loop per call (ms-swift's colocate trainer), and for ``serve-env``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from typing import Any
 
 
 class EnvLoop:
-    """The event loop the served envs live on, in a thread of its own (started at first use).
+    """The event loop a face's envs live on, in a thread of its own (started at first use).
 
-    The server's own loop only reads and writes sockets: every env call (reset, step, close) hops here, so a step
-    that is slow or CPU-bound never holds up ``/health``, another socket's messages or the session cap. All envs
-    share this one loop (an env's MCP sessions are bound to the loop that first used it, and pooled envs move
-    between sessions).
+    Every env call (reset, step, close) hops here: an env's MCP sessions are bound to the loop that first used it,
+    so pooled envs that move between requests (or sessions) need one loop that outlives the caller's. On
+    ``serve-env`` the server's own loop then only reads and writes sockets, so a step that is slow or CPU-bound never
+    holds up ``/health``, another socket's messages or the session cap.
+
+    Args:
+        name: the thread's name.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "aworld-gym-envs") -> None:
+        self.name = name
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -26,7 +31,7 @@ class EnvLoop:
         with self._lock:
             if self.loop is None:
                 loop, ready = asyncio.new_event_loop(), threading.Event()
-                self._thread = threading.Thread(target=self._main, args=(loop, ready), name="aworld-gym-serve-env",
+                self._thread = threading.Thread(target=self._main, args=(loop, ready), name=self.name,
                                                 daemon=True)  # fmt: skip
                 self._thread.start()
                 ready.wait()
