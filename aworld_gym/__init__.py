@@ -89,8 +89,6 @@ _LAZY: dict[str, str] = {
     "arun_episode": "aworld_gym.rollout.driver",
 }
 
-_TURN_LIMIT = "aworld_gym.wrappers.turn_limit:TurnLimit"  # every id's outermost wrapper (named, not imported here)
-
 # id -> (entry point, default max_episode_steps). Every id involves tools: nondeterministic.
 ENV_IDS: dict[str, tuple[str, int]] = {}
 
@@ -119,11 +117,11 @@ def register(
             function; see :mod:`aworld_gym.core.registry`).
         **kwargs: default keyword arguments of the env (``gym.register``'s ``kwargs``).
 
-    ``gym.make`` of the id returns :class:`~aworld_gym.wrappers.turn_limit.TurnLimit` outermost (the spec's
-    additional wrapper): both faces, and the env told its turn limit. Re-registering an id replaces it. Returns the id.
+    The env reads its id's ``max_episode_steps`` from the registry at reset and ends that turn itself on both faces
+    (Gymnasium's ``TimeLimit`` stays as it is). The spec has no additional wrapper: Gymnasium refuses one in
+    ``gym.make_vec(..., vectorization_mode="vector_entry_point")``. Re-registering an id replaces it. Returns the id.
     """
     import gymnasium as gym
-    from gymnasium.envs.registration import WrapperSpec
 
     if env_id in gym.registry:
         del gym.registry[env_id]
@@ -135,7 +133,6 @@ def register(
         disable_env_checker=False,
         vector_entry_point=_vector_entry_point(env_id),
         kwargs=dict(kwargs),
-        additional_wrappers=(WrapperSpec("TurnLimit", _TURN_LIMIT, {}),),
     )
     _registry.declare(env_id, reference_policy=reference_policy, worker_share=worker_share)
     return env_id

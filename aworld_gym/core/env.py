@@ -179,7 +179,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
         self.episode: Episode | None = None  # the running (or last) episode: made at each reset
-        self._pending_limit: int | None = None  # what TurnLimit / the async face said during this reset
+        self._pending_limit: int | None = None  # what the async face (or a TurnLimit) said this reset
         self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
         self._tools: list[dict[str, Any]] | None = None
         self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (:meth:`_tool_change`)
@@ -325,8 +325,8 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         """Called once when the env closes, after its sessions are closed (release what the env made itself)."""
 
     def limit_turns(self, limit: int | None) -> None:
-        """Told at reset by `TurnLimit` (`gym.make`'s outermost wrapper) and by `async_face` for each `TimeLimit` it
-        runs: the env ends the smallest such turn itself (``turn_limit``)."""
+        """Told at reset by `async_face` for each `TimeLimit` it runs (and by a `TurnLimit` a user puts on): the env
+        ends the smallest such turn itself (``turn_limit``). Told nothing, it takes its id's registered limit."""
         if limit is not None and limit > 0:
             self._pending_limit = limit if self._pending_limit is None else min(self._pending_limit, limit)
 
@@ -430,6 +430,17 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         note = self._tool_change()
         return None if note is None else (note, self.tools)
 
+    def _registered_limit(self) -> int | None:
+        """The ``max_episode_steps`` registered for this env's id (``gym.spec``, public API), when no wrapper told the
+        env a limit at this reset: ``gym.make``'s ``TimeLimit`` truncates at that turn, and the env ends, labels and
+        scores it itself, on both faces. ``None`` for an env made without ``gym.make``."""
+        if self.spec is None:
+            return None
+        try:
+            return gym.spec(self.spec.id).max_episode_steps
+        except gym.error.Error:
+            return None
+
     def _overrides(self, hook: str) -> bool:
         """Whether a subclass implements ``hook`` (the sync face then runs it on the hub's loop)."""
         return getattr(type(self), hook) is not getattr(MCPEnv, hook)
@@ -437,7 +448,10 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
     def _begin_reset(self, seed: int | None, options: dict[str, Any] | None) -> Task:
         super().reset(seed=seed)
         task = self._pick_task(options or {})
-        limits = [n for n in (self.max_turns, self._pending_limit) if n is not None and n > 0]
+        told = self._pending_limit
+        if told is None and self.max_turns is None:  # nothing said: the id's registered limit (gym.make's TimeLimit)
+            told = self._registered_limit()
+        limits = [n for n in (self.max_turns, told) if n is not None and n > 0]
         self.turn_limit, self._pending_limit = (min(limits) if limits else None), None
         return task
 

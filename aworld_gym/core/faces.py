@@ -4,8 +4,6 @@ Gymnasium's wrappers have a sync face only, and ``import aworld_gym`` leaves the
 attribute or a replaced method, and no field of a Gymnasium wrapper is written, at import or later. The async face
 (``areset`` / ``astep`` / ``aclose``) comes from objects of ours:
 
-- every id registered through :func:`aworld_gym.register` gets :class:`~aworld_gym.wrappers.turn_limit.TurnLimit`
-  as its outermost wrapper (the spec's additional wrapper), so what ``gym.make`` returns has both faces;
 - :func:`async_face` gives any env, a user's own wrapper stack included, an object with both faces: the env itself
   where its outermost object has one, else an :class:`AsyncWrapper` around it. The engines and the trainer faces
   drive every env through it (the env pool puts it on each env it makes).
@@ -33,10 +31,13 @@ statistics under ``info["episode"]`` (its default key; the key is not public) an
 face only.
 
 The turn limit: an AWorld env ends its last turn itself (``truncation_reason="turn_limit"``, episode hooks run) when
-it is told the limit at reset (:func:`tell_turn_limit`, the env's public ``limit_turns``). ``TurnLimit`` tells it the
-limit of ``gym.make``'s ``TimeLimit`` on both faces, and the async face of any ``TimeLimit`` tells it too; a
-``TimeLimit`` a user puts outside ``TurnLimit`` truncates on the sync face without the env knowing (no label, no
-episode hooks): pass ``max_episode_steps`` to ``gym.make`` instead.
+it is told the limit at reset (:func:`tell_turn_limit`, the env's public ``limit_turns``): the async face of any
+``TimeLimit`` tells it. Told nothing (the sync face of what ``gym.make`` returns), the env takes its id's registered
+``max_episode_steps`` (``gym.spec``), which is the limit of ``gym.make``'s own ``TimeLimit``. What the sync face cannot
+see is a limit given to ``gym.make(..., max_episode_steps=M)`` or a ``TimeLimit`` a user adds: it truncates there
+without the env knowing (no label, no episode hooks); give the env ``max_turns=M`` too. (``gym.make`` cannot put a
+wrapper of ours outermost for every id: Gymnasium refuses a spec's additional wrapper in ``gym.make_vec(...,
+vectorization_mode="vector_entry_point")``, how our Ray vector env is made.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.wrappers import ClipReward, RecordEpisodeStatistics, TimeLimit, TransformObservation, TransformReward
 
 import aworld_gym
-from aworld_gym.core.faces import AsyncFaceError, async_face, check_async
+from aworld_gym.core.faces import AsyncFaceError, AsyncWrapper, async_face, check_async
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.wrappers import RewardShaping, TurnLimit
 from tests.helpers import TASKS
@@ -93,9 +93,11 @@ def test_both_faces_give_identical_episodes(wrap):
 
 
 def test_gym_make_wrappers_have_an_async_face():
-    env = make()
-    assert isinstance(env, TurnLimit) and isinstance(env.env, TimeLimit)  # TurnLimit(gym.make's TimeLimit(...))
-    assert async_face(env) is env
+    made = make()
+    assert type(made) is TimeLimit  # Gymnasium's own stack, nothing of ours (a spec's additional wrapper breaks
+    # gym.make_vec's vector_entry_point mode)
+    env = async_face(made)
+    assert isinstance(env, AsyncWrapper) and env.env is made and async_face(env) is env
 
     async def run():
         with pytest.raises(ResetNeeded):
@@ -139,6 +141,8 @@ def test_max_episode_steps_truncates_with_turn_limit_and_runs_episode_hooks(face
         return {"end": -1.0}
 
     env = make(max_episode_steps=2, reward_hooks=[aworld_gym.Hook(at_end, on="episode")])
+    if face == "sync":  # the sync face cannot see a limit given to gym.make: TurnLimit tells the env (docs)
+        env = TurnLimit(env)
     actions = [tc("add", a=1, b=1), tc("add", a=1, b=2), tc("add", a=1, b=3)]
     rows = sync_run_actions(env, actions) if face == "sync" else async_run_actions(env, actions)
     assert len(rows) == 2
@@ -176,9 +180,35 @@ def async_run_actions(env, actions):
 
 
 def test_a_longer_max_episode_steps_extends_the_registered_limit():
-    env = make(max_episode_steps=25)  # the id's default is 20
+    env = TurnLimit(make(max_episode_steps=25))  # the id's default is 20; on the sync face TurnLimit tells the env
     env.reset(options={"task_id": "add"})
     for _ in range(24):
         assert env.step(tc("add", a=1, b=1))[3] is False
     assert env.step(tc("add", a=1, b=1))[4]["truncation_reason"] == "turn_limit"
     env.close()
+
+
+def test_the_sync_face_of_gym_make_ends_at_the_registered_limit_itself():
+    """Nothing tells the env its limit on the sync face (Gymnasium's TimeLimit is left as it is): it takes its id's
+    registered max_episode_steps, so the last turn is labelled turn_limit by the env, as on the async face."""
+    limit = gym.spec("AWorld/MCP-v0").max_episode_steps
+    env = make()
+    env.reset(seed=0, options={"task_id": "add"})
+    turns = 0
+    while turns < limit + 1:
+        _, _, te, tr, info = env.step("no call here")
+        turns += 1
+        if te or tr:
+            break
+    env.close()
+    assert (turns, te, tr, info.get("truncation_reason")) == (limit, False, True, "turn_limit")
+
+
+def test_turn_limit_tells_the_env_a_limit_given_to_gym_make():
+    """A user's TurnLimit over gym.make(..., max_episode_steps=2) tells the env 2 on the sync face too."""
+    env = TurnLimit(make(max_episode_steps=2))
+    env.reset(seed=0, options={"task_id": "add"})
+    env.step("no call here")
+    _, _, te, tr, info = env.step("no call here")
+    env.close()
+    assert (te, tr, info.get("truncation_reason")) == (False, True, "turn_limit")

@@ -89,8 +89,9 @@ def public_state(env) -> list[dict]:
 def test_the_async_face_writes_no_field_of_a_gymnasium_wrapper():
     env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
                    max_episode_steps=2)  # fmt: skip
-    kinds = [type(w) for w in (env.env, env.env.env, env.env.env.env)]
+    kinds = [type(w) for w in (env, env.env, env.env.env)]
     assert kinds == [TimeLimit, OrderEnforcing, PassiveEnvChecker]
+    env = async_face(env)
     before = public_state(env)
     assert before[0]["_elapsed_steps"] is None and before[1]["_has_reset"] is False
 
@@ -191,7 +192,7 @@ def test_a_keyword_gymnasium_cannot_copy_still_makes_the_env_and_is_refused_on_t
         warnings.simplefilter("always")
         env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
                        guard=LockedGuard(), max_episode_steps=2)  # fmt: skip
-        assert env.limit is None  # TimeLimit's spec (its one public view of the limit) could not be made
+        assert env.spec is None  # TimeLimit's spec (its one public view of the limit) could not be made
         env.reset(options={"task_id": "add"})
         assert [env.step("no call")[3] for _ in range(2)] == [False, True]  # Gymnasium's own TimeLimit
         with pytest.raises(AsyncFaceError, match="could not be deep-copied"):

@@ -34,7 +34,7 @@ def test_a_step_whose_call_swallows_its_cancellation_ends_at_the_guard(monkeypat
             return await real(call)
 
         monkeypatch.setattr(hub, "_call_one", stubborn)
-        monkeypatch.setattr(hub, "_guard", 0.5)
+        monkeypatch.setattr(hub, "_step_timeout_s", 0.5)
         t0 = time.perf_counter()
         res = hub.call([ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})])
         took = time.perf_counter() - t0
