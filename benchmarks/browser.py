@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import gymnasium as gym  # noqa: E402
 
-import aworld_gym  # noqa: E402, F401
+import aworld_gym  # noqa: E402
 from aworld_gym.envs.browser.playwright import CHROMIUM_ARGS  # noqa: E402
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS, BrowserReferencePolicy  # noqa: E402
 from aworld_gym.mcp.shared import descendants  # noqa: E402
@@ -69,7 +69,8 @@ async def episode(env, policy, seed: int, task: str, resets: list[float], steps:
 
 
 async def measure(mode: str, n: int, episodes: int) -> dict:
-    envs = [await asyncio.to_thread(gym.make, "AWorld/Browser-v0", tasks=TASKS, browser=mode) for _ in range(n)]
+    made = [await asyncio.to_thread(gym.make, "AWorld/Browser-v0", tasks=TASKS, browser=mode) for _ in range(n)]
+    envs = [aworld_gym.async_face(env) for env in made]
     try:
         await asyncio.gather(
             *(e.unwrapped.areset(seed=i, options={"task_id": TASKS[i % 4]}) for i, e in enumerate(envs))

@@ -362,14 +362,14 @@ def aworld_worker(spec_path: Path) -> None:
     sys.path.insert(0, str(ROOT))
     import gymnasium as gym
 
-    import aworld_gym  # noqa: F401
+    import aworld_gym
     from aworld_gym.envs.browser.reference import BrowserReferencePolicy
 
     spec = json.loads(spec_path.read_text())
     tasks = sorted({t for env_plan in spec["plan"] for t, _ in env_plan})
 
     async def run() -> dict[str, Any]:
-        envs = [await asyncio.to_thread(gym.make, "AWorld/Browser-v0", tasks=tasks, browser=spec["mode"])
+        envs = [aworld_gym.async_face(await asyncio.to_thread(gym.make, "AWorld/Browser-v0", tasks=tasks, browser=spec["mode"]))
                 for _ in range(spec["envs"])]  # fmt: skip
         _emit("created")
         policy = BrowserReferencePolicy()

@@ -8,6 +8,7 @@ import pytest
 
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.episode import Ending, StepFacts, decide_ending
+from aworld_gym.core.faces import async_face
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.driver import run_episode
 from tests.helpers import TASKS
@@ -127,7 +128,7 @@ def test_strict_reraises_the_envs_own_bugs(face):
 def test_step_takes_an_action_with_parsed_calls_and_a_sample(face):
     from aworld_gym.core.actions import Action, Sample, ToolCall
 
-    env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS)
+    env = async_face(gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS))
     # the endpoint parsed the call (ids and all): the env runs it, not a parse of the text
     act = Action(
         "Let me add.", tool_calls=[ToolCall("add", {"a": 2, "b": 3}, "srv-1")], sample=Sample([5, 6], [-0.1, -0.2])

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import gymnasium as gym
 import pytest
 
-from aworld_gym import Hook, LLMJudge, reward_hook
+from aworld_gym import Hook, LLMJudge, async_face, reward_hook
 from aworld_gym.core.rewards import PassRateBonus, Rubric, TaskScore, apply_group_hooks
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.collect import collect
@@ -22,8 +22,8 @@ def tc(name, **args):
 
 
 def make(hooks, **kw):
-    return gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
-                    reward_hooks=hooks, **kw)  # fmt: skip
+    return async_face(gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
+                    reward_hooks=hooks, **kw))  # fmt: skip
 
 
 def per_call(ctx):

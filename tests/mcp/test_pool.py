@@ -16,6 +16,7 @@ import pytest
 
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.errors import ConfigError
+from aworld_gym.core.faces import async_face
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.hub import ToolHub
@@ -308,7 +309,7 @@ def test_mcp_env_eight_envs_on_one_loop_share_two_processes():
     tasks = plan_tasks(N)
 
     async def main() -> None:
-        envs = [gym.make("AWorld/MCP-v0", mcp_config=demo(pool=2), tasks=tasks) for _ in range(N)]
+        envs = [async_face(gym.make("AWorld/MCP-v0", mcp_config=demo(pool=2), tasks=tasks)) for _ in range(N)]
         try:
             for episode in range(2):
                 await asyncio.gather(*(e.areset(seed=i, options={"task_index": i}) for i, e in enumerate(envs)))

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 
 from aworld_gym.base.errors import last_line
+from aworld_gym.core.faces import async_face
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.envs.browser.faults import WIDE, FaultPolicy
 from aworld_gym.rollout.driver import arun_episode
@@ -93,7 +94,7 @@ class Fleet:
         self._in_flight: dict[int, Episode] = {}
 
     def _make(self) -> Any:
-        return gym.make("AWorld/Browser-v0", **self.env_kwargs)
+        return async_face(gym.make("AWorld/Browser-v0", **self.env_kwargs))
 
     async def open(self) -> None:
         """Make the envs (``make_concurrency`` at a time)."""

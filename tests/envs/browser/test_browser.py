@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 import pytest
 
-import aworld_gym  # noqa: F401
+import aworld_gym
 from aworld_gym.core.errors import ConfigError
 from aworld_gym.envs.browser.env import AGENT_TOOLS
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS, BrowserReferencePolicy
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 @contextlib.contextmanager
 def browser_env(**kwargs):
-    env = gym.make("AWorld/Browser-v0", **kwargs)
+    env = aworld_gym.async_face(gym.make("AWorld/Browser-v0", **kwargs))
     try:
         yield env
     finally:
@@ -197,7 +197,7 @@ def test_resets_and_steps_wait_for_a_turn_at_the_admission_gate():
         assert gate.held == 0 and gate.queued >= 2
 
     async def on_one_loop() -> float:
-        env = gym.make("AWorld/Browser-v0", task="click-test", active_browsers=1)
+        env = aworld_gym.async_face(gym.make("AWorld/Browser-v0", task="click-test", active_browsers=1))
         try:
             for work in (lambda: env.areset(seed=1), lambda: env.astep(call("browser_click", target="button"))):
                 await gate.acquire()

@@ -12,7 +12,7 @@ import json
 import gymnasium as gym
 import pytest
 
-import aworld_gym  # noqa: F401
+import aworld_gym
 from aworld_gym.envs.browser.env import _result_json
 from aworld_gym.envs.browser.tasks import task_names
 from tests.envs.browser.test_browser import pytestmark as needs_browser
@@ -94,7 +94,7 @@ async def survey(envs: list, names: list[str]) -> tuple[dict[str, list[str]], in
 def test_every_interactive_element_has_a_ref():
     names = task_names()
     assert len(names) >= 100
-    envs = [gym.make("AWorld/Browser-v0", tasks=names) for _ in range(WORKERS)]
+    envs = [aworld_gym.async_face(gym.make("AWorld/Browser-v0", tasks=names)) for _ in range(WORKERS)]
     report, elements_seen = asyncio.run(survey(envs, names))
     print(f"{len(names)} tasks, {elements_seen} interactive elements; tasks with gaps: {len(report)}")
     for task, gaps in sorted(report.items()):
