@@ -28,8 +28,9 @@ from aworld_gym.mcp.config import ServerSpec, count, parse_mcp_config, seconds
 from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.guard import guarded_step, run_calls
 from aworld_gym.mcp.images import ImageLimits, image_limits
+from aworld_gym.mcp.listing import relist_changed
 from aworld_gym.mcp.loop import HubLoop
-from aworld_gym.mcp.namespace import RoutedTool, find_tool, openai_tools, rebuild_tools, refresh_tools
+from aworld_gym.mcp.namespace import RoutedTool, build_tools, find_tool, openai_tools
 from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.redact import module_logger, redact, redact_json
 from aworld_gym.mcp.results import (
@@ -265,7 +266,7 @@ class ToolHub:
         if errors:
             await self._aclose()
             raise errors[0] if isinstance(errors[0], ServerError) else ServerError(redact(str(errors[0])))
-        rebuild_tools(self)
+        self._rebuild_tools()
         self._started = True
         with _open_lock:
             _open_hubs.add(self)
@@ -312,20 +313,36 @@ class ToolHub:
                                        render_content(result)[:300])  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - the episode's own calls will report a dead server
                     logger.warning("reset tool %r of %r failed: %r", conn.spec.reset_tool, conn.spec.name, exc)
-        await refresh_tools(self)  # a server's tools/list_changed (or a restart): its tools listed again
+        await self._refresh_tools()  # a server's tools/list_changed (or a restart): its tools listed again
 
     async def _acall(self, calls: list[ToolCall]) -> list[ToolResult]:
         if not self._started:
             await self._astart()
-        await refresh_tools(self)  # tools/list_changed: the table changes between steps, never during one
+        await self._refresh_tools()  # tools/list_changed: the table changes between steps, never during one
         step = run_calls(self._call_one, calls, self.sequential)  # bounded even if a call ignores its cancellation
         results = await guarded_step(step, calls, self._conns, self._step_timeout())
-        await refresh_tools(self)
+        await self._refresh_tools()
         results = [_hide_secrets(r) for r in results]  # a config's secrets, echoed by a server or an error
         return cap_images(results, self.images)  # the step's image limits, in call order
 
     def _timeout(self, conn: Connection) -> float:
         return conn.spec.timeout or self.call_timeout
+
+    def _rebuild_tools(self) -> None:
+        """(Re)build the tool table from the connections' tool lists; a rebuild that changes what the agent reads
+        (names, descriptions, schemas) adds 1 to ``tools_version``."""
+        before = openai_tools(self._tools.values()) if self._listed else None
+        self._tools = build_tools(self._conns, allow=self.allow, deny=self.deny, hidden_arguments=self.hidden_arguments)
+        self._listed = tuple(c.tools_version for c in self._conns)
+        if before is not None and openai_tools(self._tools.values()) != before:
+            self.tools_version += 1
+
+    async def _refresh_tools(self) -> None:
+        """Between steps: re-list the tools of servers that sent ``tools/list_changed``, and rebuild the table when
+        any server's list is new (a re-listing, a restart)."""
+        await relist_changed(self._conns, self.call_timeout)
+        if self._listed != tuple(c.tools_version for c in self._conns):
+            self._rebuild_tools()
 
     def _step_timeout(self) -> float:
         if self._step_timeout_s is None:

@@ -6,14 +6,11 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aworld_gym.mcp.connection import Connection
-from aworld_gym.mcp.listing import relist_changed, safe_names, shown_name, warn_once
+from aworld_gym.mcp.listing import safe_names, shown_name, warn_once
 from aworld_gym.mcp.redact import module_logger
-
-if TYPE_CHECKING:
-    from aworld_gym.mcp.hub import ToolHub
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_-]")
 _VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -146,24 +143,6 @@ def find_tool(tools: Mapping[str, RoutedTool], name: str) -> RoutedTool | list[s
         return []
     meant = [t for t in tools.values() if t.name == name]
     return meant[0] if len(meant) == 1 else [t.exposed for t in meant]
-
-
-def rebuild_tools(hub: ToolHub) -> None:
-    """(Re)build ``hub``'s tool table from its connections' tool lists; a rebuild that changes what the agent reads
-    (names, descriptions, schemas) adds 1 to ``hub.tools_version``."""
-    before = openai_tools(hub._tools.values()) if hub._listed else None
-    hub._tools = build_tools(hub._conns, allow=hub.allow, deny=hub.deny, hidden_arguments=hub.hidden_arguments)
-    hub._listed = tuple(c.tools_version for c in hub._conns)
-    if before is not None and openai_tools(hub._tools.values()) != before:
-        hub.tools_version += 1
-
-
-async def refresh_tools(hub: ToolHub) -> None:
-    """Between steps: re-list the tools of servers that sent ``tools/list_changed``, and rebuild ``hub``'s table
-    when any server's list is new (a re-listing, a restart)."""
-    await relist_changed(hub._conns, hub.call_timeout)
-    if hub._listed != tuple(c.tools_version for c in hub._conns):
-        rebuild_tools(hub)
 
 
 def _allowed(names: Iterable[str], allow: Sequence[str] | None, deny: Sequence[str]) -> bool:
