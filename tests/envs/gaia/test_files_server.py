@@ -238,6 +238,8 @@ def test_roots_bound_the_attachments_and_grant_nothing(files, tmp_path):
         for path in (str(tmp_path / "shared.txt"), "shared.txt", "escape", "notes.txt", str(files["notes.txt"]),
                      str(tmp_path / ".." / "x.txt"), "/etc/passwd"):  # fmt: skip
             assert call(path) == 'Error: access denied: only the task\'s attachments can be read ("attached.txt").'
+        h.begin_episode(files=[])  # a task with no attachments: nothing under the root is readable
+        assert call("shared.txt").startswith("Error: access denied") and "no files are attached" in call("/etc/passwd")
 
 
 def test_truncation(hub):
