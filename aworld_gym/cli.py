@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from aworld_gym.core.errors import AWorldGymError
+        from aworld_gym.base.errors import AWorldGymError
 
         if isinstance(exc, AWorldGymError | ValueError | FileNotFoundError):
             print(f"aworld-gym: error: {exc}", file=sys.stderr)

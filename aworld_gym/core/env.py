@@ -19,9 +19,9 @@ from typing import Any, ClassVar, SupportsFloat
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.prompts import TOOL_FORMATS, describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.rewards import EpisodeContext
 
 DEFAULT_RUBRIC = (

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.group_rewards import add_group_scores, apply_group_hooks, group_scores, score_group
 from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
 from aworld_gym.core.trajectory import Termination

@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 
 if TYPE_CHECKING:
     from aworld_gym.core.task import Task

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.errors import TaskError
+from aworld_gym.base.errors import TaskError
 
 # Field names accepted for each Task attribute, in order of preference (ours, GAIA's, HumanEval's, common).
 _ID_KEYS = ("id", "task_id")
@@ -201,7 +201,7 @@ def confine_files(task: Task, root: str | Path | None) -> Task:
 def pick_task(tasks: TaskSource, options: Mapping[str, Any], rng: Any) -> Task:
     """The task a reset asks for: ``options["task"]`` (a Task or a dict), ``"task_id"``, ``"task_index"``, else one
     drawn with ``rng`` (the env's own generator)."""
-    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.base.errors import ConfigError
 
     if "task" in options:
         t = options["task"]

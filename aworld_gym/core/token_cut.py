@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 
 
 def load_tokenizer(spec: Any, limit: int | None) -> Any:

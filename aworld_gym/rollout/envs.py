@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 
 EnvFactory = Callable[[], gym.Env[Any, Any]]
 EnvLike = str | EnvFactory

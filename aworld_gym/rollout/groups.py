@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import VOID_POLICIES, Trajectory
 
 Run = Callable[[Awaitable[Any]], Any]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.actions import Action, Sample
 from aworld_gym.core.episode import require_text
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.rollout.policies import ContextLimit
 
 

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from aworld_gym.core.errors import PolicyError
+from aworld_gym.base.errors import PolicyError
 from aworld_gym.rollout.policies import ScriptedPolicy
 
 _SAFE = {"round": round, "int": int, "float": float, "sorted": sorted, "len": len, "sum": sum, "str": str}

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core import registry
 from aworld_gym.core.actions import Action
-from aworld_gym.core.errors import ConfigError
 
 
 @runtime_checkable

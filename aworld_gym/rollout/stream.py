@@ -162,7 +162,7 @@ def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None)
     if isinstance(policy, str):
         import functools
 
-        from aworld_gym.core.errors import ConfigError
+        from aworld_gym.base.errors import ConfigError
         from aworld_gym.rollout.policies import make_policy
 
         if not isinstance(env, str):

@@ -11,7 +11,7 @@ The env comes from an :class:`~aworld_gym.rollout.pool.EnvPool` and goes back to
 :class:`~aworld_gym.core.trajectory.Trajectory` is recorded by the episode driver's own step recorder, so these faces
 give the same turns and rewards as every other. Nothing here raises for what the env does: an env that cannot reset
 or raises in a step ends the episode as ``env_error`` (void) and is dropped from the pool (a reset refused with a
-:class:`~aworld_gym.core.errors.TaskError`, the request naming no task, keeps its env: it is as good as before).
+:class:`~aworld_gym.base.errors.TaskError`, the request naming no task, keeps its env: it is as good as before).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from aworld_gym.core.errors import EnvCrash, TaskError
+from aworld_gym.base.errors import EnvCrash, TaskError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.driver import error_text, record_step, run_now
 from aworld_gym.rollout.pool import EnvPool

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from aworld_gym.base import scratch
-from aworld_gym.core.errors import SandboxError
+from aworld_gym.base.errors import SandboxError
 from aworld_gym.sandbox.cgroups import Cgroup
 from aworld_gym.sandbox.host import (
     NOBODY,

@@ -24,8 +24,8 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 
 from aworld_gym.base import scratch
+from aworld_gym.base.errors import SandboxError
 from aworld_gym.base.version import __version__
-from aworld_gym.core.errors import SandboxError
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import exit_on_sigterm, serve
 from aworld_gym.sandbox.runner import (

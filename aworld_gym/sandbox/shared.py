@@ -63,7 +63,7 @@ def python_server_entry(
         file_roots: folders whose files (the task's attachments) the server may hand in even when they are not
             world-readable.
     """
-    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.base.errors import ConfigError
     from aworld_gym.core.resources import LocalServer
 
     if server == "shared":

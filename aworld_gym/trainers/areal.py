@@ -24,7 +24,7 @@ from areal.api.io_struct import ModelRequest
 from areal.api.workflow_api import RolloutWorkflow
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled

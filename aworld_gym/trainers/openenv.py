@@ -53,7 +53,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import aworld_gym
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.pool import EnvPool

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aworld_gym.core.errors import TaskError
+from aworld_gym.base.errors import TaskError
 from aworld_gym.core.task import Task, confine_files
 from aworld_gym.trainers.openenv_guard import cut
 

@@ -26,7 +26,7 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.groups import finish_group
 from aworld_gym.rollout.pool import EnvPools, run_pooled

@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 import aworld_gym
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import VOID, Termination
 
 MENU_KEY = "menu"

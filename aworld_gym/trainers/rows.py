@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination
 
 __all__ = ["ENV_ID_VAR", "ENV_KWARGS_VAR", "TRUNCATING", "environ_env", "row_env", "void_weight"]

@@ -29,8 +29,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.base.errors import last_line
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError, last_line
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.actions import HermesParser, ParsedAction, get_parser, register_parser, strip_code_fence
-from aworld_gym.core.errors import ConfigError
 
 P = HermesParser()
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core import admission
 from aworld_gym.core.admission import Admission
-from aworld_gym.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True, "2"])

@@ -2,8 +2,8 @@
 
 import pytest
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.resources import LocalServer
 from aworld_gym.mcp.demo_server import build_server
 from tests.helpers import TASKS

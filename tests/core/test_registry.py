@@ -3,8 +3,8 @@
 import pytest
 
 import aworld_gym
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core import registry
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.envs.browser import browsers
 from aworld_gym.rollout.policies import make_policy
 from tests.helpers import registered_ids

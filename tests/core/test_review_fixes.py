@@ -96,7 +96,7 @@ def test_areset_does_not_block_the_loop_while_a_resource_restarts():
 
 def test_a_failed_construction_releases_what_it_held():
     slow = Slow()
-    with pytest.raises(aworld_gym.core.errors.ConfigError, match="callable"):
+    with pytest.raises(aworld_gym.base.errors.ConfigError, match="callable"):
         Holding(slow, reward_hooks=[42])
     assert slow.released
 

@@ -1,7 +1,7 @@
 import pytest
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.actions import HermesParser
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.rewards import (
     AnswerLengthPenalty,
     CallCost,

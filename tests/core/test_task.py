@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from aworld_gym.core.errors import TaskError
+from aworld_gym.base.errors import TaskError
 from aworld_gym.core.task import Task, load_tasks
 
 
@@ -59,7 +59,7 @@ def test_metadata_that_is_not_an_object_is_a_clear_error():
     """Found by the fuzz test: ``"metadata": 1`` or ``"0"`` raised a TypeError/ValueError from dict()."""
     import pytest
 
-    from aworld_gym.core.errors import TaskError
+    from aworld_gym.base.errors import TaskError
     from aworld_gym.core.task import load_tasks
 
     for bad in (1, "0", [1, 2]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aworld_gym.core.errors import ConfigError, ServerError
+from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.hub import ToolHub
 

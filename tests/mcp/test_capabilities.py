@@ -16,8 +16,8 @@ import pytest
 
 import aworld_gym
 from aworld_gym.base.calls import ToolCall
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.mcp.capabilities import parse_capabilities
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.pool import POOL

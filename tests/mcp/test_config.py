@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.demo_server import build_server
 

@@ -1,5 +1,5 @@
 """``aworld_gym.base`` lies below ``mcp`` and ``core``: mcp imports nothing of core, base nothing of either, and
-the old import paths (``aworld_gym.core.errors``, ``aworld_gym.core.actions.ToolCall``) give the same objects."""
+the old import paths (``aworld_gym.base.errors``, ``aworld_gym.core.actions.ToolCall``) give the same objects."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_base_imports_only_itself():
 
 
 def test_the_old_import_paths_give_the_same_objects():
-    import aworld_gym.core.errors as core_errors
+    import aworld_gym.base.errors as core_errors
     from aworld_gym.core.actions import ToolCall as OldToolCall
     from aworld_gym.mcp.hub import ToolResult
 

@@ -125,7 +125,7 @@ def test_limits_drop_images_with_a_note_and_false_keeps_placeholders():
 
 
 def test_tool_images_values_are_checked():
-    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.base.errors import ConfigError
 
     assert image_limits(True) == ImageLimits() and not image_limits(False).enabled
     assert image_limits({"max_images_per_step": 1}).max_images_per_step == 1

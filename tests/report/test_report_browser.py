@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_gym.core.errors import PolicyError
+from aworld_gym.base.errors import PolicyError
 from aworld_gym.envs.code.reference import CodeReferencePolicy
 from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.report.html import build

@@ -272,7 +272,7 @@ def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
 def test_a_policy_by_name_and_a_failing_policy_factory(tmp_path):
     """``collect(env_id, "reference")`` builds the env's reference policy; a factory that raises ends the run with
     its error (it used to leave the run waiting forever for the records of the workers that died)."""
-    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.base.errors import ConfigError
     from aworld_gym.rollout.collect import collect
 
     summary = collect("AWorld/GAIA-v0", "reference", episodes=4, concurrency=2, progress=False)

@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from aworld_gym.base.errors import last_line
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError, last_line
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.openai_policy import OpenAIPolicy
 from tests.fake_openai import FakeOpenAI
@@ -48,7 +47,7 @@ def test_episodes_with_an_openai_endpoint(fake, tmp_path, tool_mode):
 def test_transient_errors_are_retried_others_are_not(fake):
     import gymnasium as gym
 
-    from aworld_gym.core.errors import PolicyError
+    from aworld_gym.base.errors import PolicyError
     from aworld_gym.rollout.driver import run_episode
 
     env = gym.make(ENV, **demo_env_kwargs(2))
@@ -95,7 +94,7 @@ def test_an_error_status_names_the_endpoints_reason_whatever_the_shape_of_its_bo
 def test_malformed_replies_are_policy_errors_and_extra_body_goes_into_the_request(fake):
     import gymnasium as gym
 
-    from aworld_gym.core.errors import PolicyError
+    from aworld_gym.base.errors import PolicyError
 
     env = gym.make(ENV, **demo_env_kwargs(2))
     env.reset(options={"task_index": 0})

@@ -14,8 +14,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from aworld_gym.base.errors import PolicyError
 from aworld_gym.core.actions import HermesParser
-from aworld_gym.core.errors import PolicyError
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.openai_policy import OpenAIPolicy
 from tests.fake_openai import FakeOpenAI

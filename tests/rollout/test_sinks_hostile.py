@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from aworld_gym.base.errors import PolicyError
 from aworld_gym.cli import main
-from aworld_gym.core.errors import PolicyError
 from aworld_gym.rollout import sinks
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.plan import PlanPolicy

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from aworld_gym.core.errors import SandboxError
+from aworld_gym.base.errors import SandboxError
 from aworld_gym.sandbox.runner import Limits, Sandbox, SandboxWarning
 
 
@@ -36,7 +36,7 @@ def test_fallback_without_bwrap_warns_loudly(tmp_path):
 
 
 def test_missing_workdir_is_a_clear_error(tmp_path):
-    from aworld_gym.core.errors import SandboxError
+    from aworld_gym.base.errors import SandboxError
 
     sb = Sandbox()
     with pytest.raises(SandboxError, match="does not exist"):

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from aworld_gym.base.errors import SandboxError
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.core.errors import SandboxError
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.sandbox.server import Workspaces, build_server
 from tests.helpers import child_pids, wait_until
@@ -253,7 +253,7 @@ def test_the_shared_server_wants_its_token():
     import pytest
 
     import aworld_gym  # noqa: F401
-    from aworld_gym.core.errors import ServerError
+    from aworld_gym.base.errors import ServerError
 
     env = gym.make("AWorld/Code-v0")
     try:

@@ -305,7 +305,7 @@ def test_auto_falls_back_to_cold_with_a_warning_when_the_zygote_cannot_start(tmp
 
 
 def test_warm_true_where_it_cannot_start_is_an_error(tmp_path, monkeypatch):
-    from aworld_gym.core.errors import SandboxError
+    from aworld_gym.base.errors import SandboxError
 
     monkeypatch.setattr(warm_module, "ZYGOTE", tmp_path / "missing-zygote.py")
     sb = Sandbox(LIMITS, isolation="bwrap", warm=True)

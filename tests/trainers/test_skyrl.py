@@ -11,7 +11,7 @@ import pytest
 skyrl_gym = pytest.importorskip("skyrl_gym")
 
 import aworld_gym  # noqa: E402, F401
-from aworld_gym.core.errors import ConfigError  # noqa: E402
+from aworld_gym.base.errors import ConfigError  # noqa: E402
 from aworld_gym.rollout.driver import run_episode  # noqa: E402
 from aworld_gym.trainers.skyrl import AWorldGenerator, AWorldTextEnv, register_all  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs  # noqa: E402

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import aworld_gym  # noqa: F401
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.rewards import resolve_hooks
 from aworld_gym.trainers.toy import (
     demo_actions,

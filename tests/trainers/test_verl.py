@@ -22,7 +22,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from aworld_gym.core.errors import ConfigError  # noqa: E402
+from aworld_gym.base.errors import ConfigError  # noqa: E402
 from aworld_gym.trainers import recipes_dir  # noqa: E402
 from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
 from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402

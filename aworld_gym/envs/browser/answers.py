@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from aworld_gym.core.errors import ServerError
+from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.results import TIMEOUT, TOOL_ERROR, ToolResult
 
 _SECTION = re.compile(r"^### (\w[\w ]*)\n(.*?)(?=^### |\Z)", re.S | re.M)

@@ -12,8 +12,8 @@ import os
 import threading
 from typing import Any
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.admission import Admission
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.resources import Holdings, LocalServer
 from aworld_gym.envs.browser.playwright import PlaywrightServer
 

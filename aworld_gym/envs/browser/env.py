@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat
 from urllib.parse import urlsplit
 
+from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.core.env import MCPEnv, TaskState
-from aworld_gym.core.errors import ConfigError, ServerError
 from aworld_gym.core.task import Task
 from aworld_gym.envs.browser.answers import as_timeout, steady
 from aworld_gym.envs.browser.answers import result_json as _result_json

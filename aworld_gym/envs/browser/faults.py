@@ -26,7 +26,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.answers import result_json
 from aworld_gym.envs.browser.playwright import processes_with
 from aworld_gym.envs.browser.reference import BrowserReferencePolicy

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.base import scratch
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.keeper import Keeper
 from aworld_gym.mcp.proctree import descendants, kill, stat
 from aworld_gym.mcp.shared import SharedServer, shared_instance

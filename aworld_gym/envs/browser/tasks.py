@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.task import Task
 from aworld_gym.mcp.serving import TOKEN_ENV
 from aworld_gym.mcp.shared import SharedServer, shared_instance

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.task import Task, TaskSpec
 from aworld_gym.envs.code.scorer import Verdict, check_solution
 from aworld_gym.envs.code.tasks import code_tasks, humaneval_tasks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aworld_gym.core.errors import PolicyError
+from aworld_gym.base.errors import PolicyError
 from aworld_gym.envs.code.tasks import solution_of
 from aworld_gym.rollout.policies import ScriptedPolicy
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError, TaskError
+from aworld_gym.base.errors import ConfigError, TaskError
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks
 
 REQUIRED = ("prompt", "entry_point", "test")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.playwright import PlaywrightServer
 from aworld_gym.envs.gaia.web_proxy import WebGuard
 from aworld_gym.mcp.shared import shared_instance

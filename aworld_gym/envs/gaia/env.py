@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv, TaskState
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.core.rewards import TaskScore
 from aworld_gym.core.task import Task, TaskSource
 from aworld_gym.envs.gaia.access import SANDBOX_FILES, quoted

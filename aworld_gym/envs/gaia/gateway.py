@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 
 TOKEN_ENV = "AWORLD_GATEWAY_TOKEN"
 URL_ENV = "AWORLD_GATEWAY_URL"

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.errors import TaskError
+from aworld_gym.base.errors import TaskError
 from aworld_gym.core.task import Task, TaskSource, read_jsonl
 
 SPLITS = ("validation", "test")

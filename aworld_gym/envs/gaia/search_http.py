@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import httpx2
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.gaia.search_types import SearchError, SearchResult, html_to_text
 
 _T = TypeVar("_T")

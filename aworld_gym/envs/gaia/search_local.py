@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.gaia.search_types import SearchError, SearchResult, html_to_text
 
 # ----- offline backend: Okapi BM25 over a folder --------------------------------------------------------------

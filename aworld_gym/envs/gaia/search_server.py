@@ -14,8 +14,8 @@ import os
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.base.version import __version__
-from aworld_gym.core.errors import ConfigError
 from aworld_gym.envs.gaia.search_http import PROVIDERS, HTTPSearchBackend, Provider
 from aworld_gym.envs.gaia.search_local import LocalBM25Backend, make_snippet, tokenize
 from aworld_gym.envs.gaia.search_types import (

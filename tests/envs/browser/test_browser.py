@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 import aworld_gym
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.env import AGENT_TOOLS
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS, BrowserReferencePolicy
 from aworld_gym.envs.browser.tasks import miniwob_tasks, task_names

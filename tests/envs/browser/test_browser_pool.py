@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.resources import Holdings
 from aworld_gym.envs.browser import browsers
 from aworld_gym.envs.browser.browsers import BrowserPool, active_cap, contexts_cap

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.observe import Element, draw_marks, marked, png_size, split_boxes
 from tests.envs.browser.test_browser import browser_env, call
 from tests.envs.browser.test_browser import pytestmark as needs_browser

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from aworld_gym.base.calls import ToolCall
-from aworld_gym.core.errors import ServerError
+from aworld_gym.base.errors import ServerError
 from aworld_gym.envs.browser.env import BrowserEnv
 from aworld_gym.mcp.hub import ToolResult
 from tests.envs.browser.test_browser import browser_env

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import aworld_gym  # noqa: F401
-from aworld_gym.core.errors import ConfigError, TaskError
+from aworld_gym.base.errors import ConfigError, TaskError
 from aworld_gym.core.task import Task
 from aworld_gym.envs.code.reference import CodeReferencePolicy
 from aworld_gym.envs.code.scorer import build_program, extract_code

@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import aworld_gym  # noqa: F401
-from aworld_gym.core.errors import ConfigError, TaskError
+from aworld_gym.base.errors import ConfigError, TaskError
 from aworld_gym.envs.gaia.loader import load_gaia, write_submission
 from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.envs.gaia.sample import TASKS, ensure_sample

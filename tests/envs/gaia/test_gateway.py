@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 
 import aworld_gym  # noqa: F401
-from aworld_gym.core.errors import ConfigError
+from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.gaia.gateway import aworld_gateway
 from tests.helpers import free_port
 

@@ -126,7 +126,7 @@ def test_the_environment_configures_them_and_a_failing_endpoint_is_a_readable_er
             assert len(r.text.splitlines()) == 1
     finally:
         stand_in.close()
-    from aworld_gym.core.errors import ConfigError
+    from aworld_gym.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="needs 'base_url' and 'model'"):
         build_server(audio_model={"url": "http://x"})
