@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # what the lazy exports below resolve to, for type checkers a
     from aworld_gym.rollout.collect import Summary, collect
     from aworld_gym.rollout.driver import arun_episode, run_episode
     from aworld_gym.rollout.engines import AsyncEngine
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
     from aworld_gym.rollout.stream import astream, astream_groups, stream, stream_groups
     from aworld_gym.wrappers.reward_shaping import RewardShaping
 
@@ -84,7 +84,7 @@ _LAZY: dict[str, str] = {
     "astream": "aworld_gym.rollout.stream",
     "astream_groups": "aworld_gym.rollout.stream",
     "AsyncEngine": "aworld_gym.rollout.engines",
-    "RayEngine": "aworld_gym.rollout.ray_engine",
+    "RayEngine": "aworld_gym.rollout.engines.ray_engine",
     "run_episode": "aworld_gym.rollout.driver",
     "arun_episode": "aworld_gym.rollout.driver",
 }
@@ -139,7 +139,7 @@ def register(
 
 
 _BUILTIN = (
-    ("AWorld/MCP-v0", "aworld_gym.core.env:MCPEnv", 20, "aworld_gym.rollout.plan:PlanPolicy", None),
+    ("AWorld/MCP-v0", "aworld_gym.core.env:MCPEnv", 20, "aworld_gym.rollout.policies.plan:PlanPolicy", None),
     ("AWorld/Code-v0", "aworld_gym.envs.code.env:CodeEnv", 8, "aworld_gym.envs.code.reference:CodeReferencePolicy",
      None),
     ("AWorld/GAIA-v0", "aworld_gym.envs.gaia.env:GAIAEnv", 20, "aworld_gym.envs.gaia.reference:GAIAReferencePolicy",
@@ -169,7 +169,7 @@ class _VectorEntry:
         self.env_id = env_id
 
     def __call__(self, num_envs: int = 1, **kwargs: Any) -> Any:
-        from aworld_gym.rollout.ray_vector import RayVectorEnv
+        from aworld_gym.rollout.engines.ray_vector import RayVectorEnv
 
         return RayVectorEnv(num_envs=num_envs, env_id=self.env_id, **kwargs)
 

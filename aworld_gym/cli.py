@@ -14,7 +14,7 @@ def _rollout(args: argparse.Namespace) -> int:
 
     from aworld_gym.rollout.collect import collect
     from aworld_gym.rollout.policies import make_policy
-    from aworld_gym.rollout.screenshots import screenshots_folder
+    from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 
     env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     if not isinstance(env_kwargs, dict):

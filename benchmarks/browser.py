@@ -30,7 +30,7 @@ import gymnasium as gym  # noqa: E402
 import aworld_gym  # noqa: E402
 from aworld_gym.envs.browser.playwright import CHROMIUM_ARGS  # noqa: E402
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS, BrowserReferencePolicy  # noqa: E402
-from aworld_gym.mcp.shared import descendants  # noqa: E402
+from aworld_gym.mcp.transports.shared import descendants  # noqa: E402
 from benchmarks.provenance import stamp  # noqa: E402
 
 TASKS = ["click-button", "enter-text", "click-checkboxes", "login-user"]

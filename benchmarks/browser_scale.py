@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from aworld_gym.envs.browser.faults import FAULTS, RUN_MARKER, count_kinds, open_fds, run_processes  # noqa: E402
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS  # noqa: E402
-from aworld_gym.mcp.proctree import kill  # noqa: E402
+from aworld_gym.mcp.transports.proctree import kill  # noqa: E402
 
 TASKS = list(REFERENCE_TASKS)
 TARGET = {"envs": 128, "pss_mb_per_env": 90.0}

@@ -8,10 +8,10 @@ latency, at concurrency 64. Each episode makes ``k`` calls to the demo calculato
 same 2 steps, more calls), so a line fitted through the three points splits the cost into **per tool call** (the
 slope) and **per episode without its calls** (the intercept: reset, 2 steps, scoring, the record). Transports:
 
-- ``stdio, "pool": 2``: our own stdio transport (:mod:`aworld_gym.mcp.stdio`), 2 server processes shared by the
+- ``stdio, "pool": 2``: our own stdio transport (:mod:`aworld_gym.mcp.transports.stdio`), 2 server processes shared by the
   process's envs;
 - ``streamable HTTP, shared session``: the MCP SDK's streamable HTTP client (httpx) behind our bounded wrapper
-  (:mod:`aworld_gym.mcp.http`), one session for all envs (``"share_session": true``).
+  (:mod:`aworld_gym.mcp.transports.http`), one session for all envs (``"share_session": true``).
 
 With ``--profile`` the streamable HTTP and stdio runs at ``k`` = 4 are profiled (cProfile timed by the thread's CPU
 clock, the driver's main thread, where the engine's event loop runs every env and its MCP client) and the self time is summed by layer: the HTTP

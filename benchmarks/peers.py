@@ -885,7 +885,7 @@ class Clock:
 def worker_aworld_gym(spec: dict[str, Any], clock: Clock) -> None:
     sys.path.insert(0, str(ROOT))
     from aworld_gym.rollout.engines import AsyncEngine
-    from aworld_gym.rollout.openai_policy import OpenAIPolicy
+    from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
     from aworld_gym.rollout.stream import stream
 
     command, *args = spec["server"]

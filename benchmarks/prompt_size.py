@@ -41,7 +41,7 @@ def main() -> None:
     import gymnasium as gym
 
     import aworld_gym  # noqa: F401
-    from aworld_gym.trainers.tiny_qwen3 import build_tokenizer
+    from aworld_gym.fixtures.tiny_qwen3 import build_tokenizer
 
     tok = build_tokenizer()
     rows = []

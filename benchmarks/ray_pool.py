@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from aworld_gym.rollout.collect import collect  # noqa: E402
 from aworld_gym.rollout.engines import AsyncEngine  # noqa: E402
+from aworld_gym.rollout.engines.ray_engine import RayEngine  # noqa: E402
 from aworld_gym.rollout.policies import make_policy  # noqa: E402
-from aworld_gym.rollout.ray_engine import RayEngine  # noqa: E402
 from benchmarks.provenance import stamp  # noqa: E402
 from tests.helpers import http_demo_server, plan_tasks  # noqa: E402
 

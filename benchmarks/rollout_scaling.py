@@ -31,8 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from aworld_gym.rollout.collect import collect  # noqa: E402
+from aworld_gym.rollout.engines.ray_engine import RayEngine  # noqa: E402
 from aworld_gym.rollout.policies import make_policy  # noqa: E402
-from aworld_gym.rollout.ray_engine import RayEngine  # noqa: E402
 from benchmarks.provenance import stamp  # noqa: E402
 from tests.helpers import http_demo_server, plan_tasks  # noqa: E402
 

@@ -85,10 +85,10 @@ def run(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from aworld_gym.fixtures.toy import tool_choice_env_kwargs
     from aworld_gym.rollout.engines import AsyncEngine
-    from aworld_gym.rollout.hf_policy import HFPolicy
+    from aworld_gym.rollout.policies.hf_policy import HFPolicy
     from aworld_gym.rollout.stream import stream_groups
-    from aworld_gym.trainers.toy import tool_choice_env_kwargs
 
     torch.manual_seed(seed)
     if model_dir is None:
@@ -155,9 +155,9 @@ def _warm_tiny_qwen3(folder: Path) -> Path:
     import gymnasium as gym
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
-    from aworld_gym.trainers.token_rollout import ChatTokens
-    from aworld_gym.trainers.toy import demonstrations, tool_choice_env_kwargs, warm_start
+    from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3
+    from aworld_gym.fixtures.toy import demonstrations, tool_choice_env_kwargs, warm_start
+    from aworld_gym.rollout.tokens import ChatTokens
 
     path = build_tiny_qwen3(folder / "tiny")
     tok, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)

@@ -60,8 +60,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from aworld_gym.fixtures.toy import tool_choice_env_kwargs
     from aworld_gym.trainers import trl as adapters
-    from aworld_gym.trainers.toy import tool_choice_env_kwargs
 
     torch.manual_seed(args.seed)
     tiny = args.model is None
@@ -79,7 +79,7 @@ def main() -> None:
     def held_out(seed: int) -> list[bool] | None:
         if not toy:
             return None
-        from aworld_gym.trainers.toy import sample_episodes, solved
+        from aworld_gym.fixtures.toy import sample_episodes, solved
 
         eps = sample_episodes(model, tok, tool_choice_env_kwargs("heldout"), 144, args.max_completion_length, seed=seed)
         return [solved(ep) for ep in eps]
@@ -124,7 +124,7 @@ def main() -> None:
         rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
         run: dict = {"lr": lr, "steps": len(rewards), "reward_per_step": rewards}
         if before is not None and after is not None:
-            from aworld_gym.trainers.toy import learning_criterion
+            from aworld_gym.fixtures.toy import learning_criterion
 
             passed, p = learning_criterion(before, after)
             run.update(held_out_before=sum(before), held_out_after=sum(after), episodes=144, p=p, passed=passed)
@@ -157,9 +157,9 @@ def tiny_warm_start(folder: Path, env_kwargs: dict):
     import gymnasium as gym
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
-    from aworld_gym.trainers.token_rollout import ChatTokens
-    from aworld_gym.trainers.toy import demonstrations, tool_choice_env_kwargs, warm_start, warm_start_demonstrations
+    from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3
+    from aworld_gym.fixtures.toy import demonstrations, tool_choice_env_kwargs, warm_start, warm_start_demonstrations
+    from aworld_gym.rollout.tokens import ChatTokens
 
     path = build_tiny_qwen3(folder)
     tok = AutoTokenizer.from_pretrained(path)

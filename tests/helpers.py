@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from aworld_gym.mcp.shared import free_port, wait_port
+from aworld_gym.mcp.transports.shared import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EVERYTHING_JS = ROOT / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -193,7 +193,7 @@ def scripted_tokens(chat, texts: list[str], task_id: str, env_kwargs: dict, budg
     token-exact face must reproduce."""
     import gymnasium as gym
 
-    from aworld_gym.trainers.token_rollout import scripted_episode
+    from aworld_gym.trainers.seam.token_rollout import scripted_episode
 
     env = gym.make("AWorld/MCP-v0", **env_kwargs)
     try:
@@ -209,7 +209,7 @@ ANSWER = "<answer>3.0</answer>"
 
 
 def _plan_policy() -> type:
-    from aworld_gym.rollout.plan import PlanPolicy
+    from aworld_gym.rollout.policies.plan import PlanPolicy
 
     return PlanPolicy
 

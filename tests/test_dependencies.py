@@ -62,7 +62,7 @@ def test_every_imported_module_is_declared():
 
 
 def test_the_httpx2_import_is_declared_in_core():
-    # mcp/connection.py imports it (not only GAIA): it is a dependency of every install
+    # mcp/transports/connection.py imports it (not only GAIA): it is a dependency of every install
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "httpx2" in {_norm(Requirement(r).name) for r in project["dependencies"]}
 

@@ -3,7 +3,7 @@
 A pointer is a code span (`` `...` ``) on the page that is either a path (``rollout/pool.py``,
 ``aworld_gym/sandbox/zygote/``, ``benchmarks/soak.py``: from the repository root or from ``aworld_gym/``) or a dotted
 name that starts with ``aworld_gym`` or one of its sub-packages (``core.episode.decide_ending``,
-``aworld_gym.mcp.shared.SharedServer``, ``rollout.driver.run_episode()``). A dotted name is resolved statically
+``aworld_gym.mcp.transports.shared.SharedServer``, ``rollout.driver.run_episode()``). A dotted name is resolved statically
 (``ast``), so naming a module that imports a trainer (verl, slime) imports nothing: the module's file must exist, its
 first attribute must be defined at its top level (a def, a class, an assignment or an import), and a second one in
 that class's body.
@@ -117,7 +117,7 @@ def resolve(symbol: str) -> str | None:
 def test_the_checker_finds_what_is_there_and_misses_nothing_invented():
     """The checker itself: real names pass, invented ones fail, and prose that is no pointer is left alone."""
     text = (
-        "`core/episode.py` `core.episode.decide_ending` `aworld_gym.mcp.shared.SharedServer` "
+        "`core/episode.py` `core.episode.decide_ending` `aworld_gym.mcp.transports.shared.SharedServer` "
         "`rollout.driver.run_episode()` `core.trajectory.Trajectory.to_record` `env.unwrapped.messages` "
         '`core/nowhere.py` `core.episode.no_such_thing` `core.trajectory.Trajectory.no_such_method` `info["tools"]`'
     )

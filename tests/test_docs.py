@@ -63,8 +63,8 @@ def test_make_rollout_func_on_the_new_env(units, tmp_path):
     pytest.importorskip("torch")
     from transformers import AutoTokenizer
 
-    from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
-    from aworld_gym.trainers.token_rollout import ChatTokens
+    from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3
+    from aworld_gym.rollout.tokens import ChatTokens
     from aworld_gym.trainers.trl import make_rollout_func
 
     tok = AutoTokenizer.from_pretrained(build_tiny_qwen3(tmp_path / "qwen3"))

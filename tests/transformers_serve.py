@@ -1,7 +1,7 @@
 """A real OpenAI-compatible model server for tests: ``transformers serve`` on CPU with a tiny Qwen3 that calls tools.
 
 :func:`train_tool_caller` saves a tiny offline Qwen3 fine-tuned on the tool-choice demonstrations of
-``aworld_gym.trainers.toy`` (always the right tool), in both prompt formats of ``OpenAIPolicy``: tools listed in the
+``aworld_gym.fixtures.toy`` (always the right tool), in both prompt formats of ``OpenAIPolicy``: tools listed in the
 system prompt (``tool_mode="text"``) and tools sent as the request's ``tools`` (``tool_mode="native"``).
 :class:`TransformersServe` runs ``transformers serve <folder>`` as a child process (its own process group) on
 127.0.0.1 and can kill and restart it on the same port.
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.core.prompts import render_system_prompt
-from aworld_gym.mcp.shared import free_port
-from aworld_gym.trainers.token_rollout import ChatTokens
-from aworld_gym.trainers.toy import tool_choice_env_kwargs
+from aworld_gym.fixtures.toy import tool_choice_env_kwargs
+from aworld_gym.mcp.transports.shared import free_port
+from aworld_gym.rollout.tokens import ChatTokens
 
 ENV = "AWorld/MCP-v0"
 OPS = ("add", "multiply")
@@ -59,8 +59,8 @@ def train_tool_caller(folder: str | Path, steps: int = 150, lr: float = 3e-3, se
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
-    from aworld_gym.trainers.toy import demonstrations, warm_start
+    from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3
+    from aworld_gym.fixtures.toy import demonstrations, warm_start
 
     out = Path(folder)
     base = build_tiny_qwen3(out.with_name(out.name + "-base"))
@@ -166,7 +166,7 @@ def cli_env_kwargs() -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     """``--mcp``: the toy tool server on stdio; else build the model into ``argv[0]`` and print the commands."""
     if argv[:1] == ["--mcp"]:
-        from aworld_gym.trainers.toy import build_toy_server
+        from aworld_gym.fixtures.toy import build_toy_server
 
         build_toy_server().run("stdio")
         return

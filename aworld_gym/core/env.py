@@ -31,7 +31,8 @@ from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer
 from aworld_gym.mcp.capabilities import parse_capabilities
-from aworld_gym.mcp.hub import Guard, ToolHub, ToolResult
+from aworld_gym.mcp.hub import Guard, ToolHub
+from aworld_gym.mcp.results import ToolResult
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
 
@@ -64,7 +65,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         roots: folders or ``file://`` URIs listed to servers that ask for roots (``"{work}"``: :meth:`work_folders`);
             ``None``: the roots capability is not declared. A server entry's own three keys win over these.
         tool_images: show images from tool results to the model as image parts (``True``); ``False`` keeps them
-            text placeholders (text-only models); or a dict of :class:`~aworld_gym.mcp.images.ImageLimits` fields.
+            text placeholders (text-only models); or a dict of :class:`~aworld_gym.mcp.results.images.ImageLimits` fields.
         tool_timeout: default per-call timeout in seconds (a server's own ``timeout`` wins).
         max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
         max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).

@@ -31,7 +31,7 @@ from aworld_gym.core.trajectory import Termination
 
 if TYPE_CHECKING:
     from aworld_gym.core.actions import ParsedAction
-    from aworld_gym.mcp.hub import ToolResult
+    from aworld_gym.mcp.results import ToolResult
 
 # What an env step can truncate with (the driver adds context_limit, length, env_error, policy_error).
 TRUNCATION_REASONS = (Termination.TURN_LIMIT, Termination.TOKEN_BUDGET, Termination.TOOL_TIMEOUT, Termination.ENV_CRASH)

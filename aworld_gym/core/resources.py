@@ -1,6 +1,6 @@
 """Shared local servers as resources an env declares once.
 
-A resource is a refcounted local server shared by the envs of a process (``aworld_gym.mcp.shared.SharedServer``:
+A resource is a refcounted local server shared by the envs of a process (``aworld_gym.mcp.transports.shared.SharedServer``:
 our Python-execution server, the Playwright MCP server, the MiniWoB++ page server). An env declares it either
 
 - as an ``mcpServers`` value, ``LocalServer(server)``: the env acquires it when it is made (the hub connects to its
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 
 class Resource(Protocol):
-    """What :class:`~aworld_gym.mcp.shared.SharedServer` provides."""
+    """What :class:`~aworld_gym.mcp.transports.shared.SharedServer` provides."""
 
     starts: int
 

@@ -30,7 +30,7 @@ from aworld_gym.core.trajectory import Termination
 if TYPE_CHECKING:
     from aworld_gym.core.actions import ParsedAction
     from aworld_gym.core.task import Task
-    from aworld_gym.mcp.hub import ToolResult
+    from aworld_gym.mcp.results import ToolResult
 
 __all__ = [
     "AnswerLengthPenalty",

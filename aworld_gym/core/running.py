@@ -32,7 +32,7 @@ from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores, StepContext
 from aworld_gym.core.task import Task
 from aworld_gym.core.token_cut import cut_tokens
 from aworld_gym.core.trajectory import RewardLedger, sum_into
-from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult, truncate
+from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, ToolResult, truncate
 
 StepOut = tuple[str, float, bool, bool, dict[str, Any]]
 # Re-lists the tools after a server said they changed: (the note for the model, the new schemas), or None.

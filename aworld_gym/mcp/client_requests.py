@@ -1,6 +1,6 @@
 """Answering what a server asks the client during a tool call (elicitation, sampling, roots), and telling the model.
 
-Each :class:`~aworld_gym.mcp.connection.Connection` has one :class:`ClientRequests`: its SDK callbacks answer as the
+Each :class:`~aworld_gym.mcp.transports.connection.Connection` has one :class:`ClientRequests`: its SDK callbacks answer as the
 env's :class:`~aworld_gym.mcp.capabilities.Capabilities` say, and never raise (a failure is an ``ErrorData``, never
 code -32000, which would read as a dead session). What was asked and answered is recorded on the agent's tool call
 that asked; when the env refused (elicitation declined or cancelled, sampling refused or failed), that call's

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.mcp.redact import SECRETS, SENSITIVE, named_secrets, redact, redact_url, url_secrets
 
 Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
 _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", "streamable_http": "streamable-http",
@@ -85,20 +86,38 @@ class ServerSpec:
     auth: Any = field(default=None, repr=False)  # OAuth (aworld_gym.mcp.auth): holds secrets, no repr
 
     def __post_init__(self) -> None:
-        from aworld_gym.mcp.redact import SECRETS, secrets_of
+        SECRETS.add(self.secret_values())  # hidden in any text that leaves the process from now on
 
-        SECRETS.add(secrets_of(self))  # hidden in any text that leaves the process from now on
+    def secret_values(self) -> list[str]:
+        """The secret values of this server entry (URL userinfo and query values, sensitive headers, env values and
+        flags, a sampling API key, OAuth literals): see :mod:`aworld_gym.mcp.redact`."""
+        found = url_secrets(self.url or "")
+        for name, value in {**dict(self.headers or {}), **dict(self.env or {})}.items():
+            found += named_secrets(str(name), str(value))
+        args = list(self.args)
+        for i, arg in enumerate(args):
+            flag, eq, value = arg.partition("=")
+            if eq and flag.startswith("-"):
+                found += named_secrets(flag, value)
+            elif arg.startswith("-") and i + 1 < len(args) and SENSITIVE.search(arg):
+                found += named_secrets(arg, args[i + 1])
+        sampling = self.capabilities.get("sampling") if isinstance(self.capabilities, Mapping) else None
+        if isinstance(sampling, Mapping) and sampling.get("api_key"):
+            found.append(str(sampling["api_key"]))
+        idp = getattr(self.auth, "idp", None)
+        for holder, name in ((self.auth, "client_secret"), (self.auth, "private_key"), (idp, "id_token"),
+                             (idp, "client_secret")):  # fmt: skip
+            literal = getattr(getattr(holder, name, None), "value", None)  # an OAuth Secret given as a literal
+            if isinstance(literal, str):
+                found.append(literal)
+        return found
 
     def __repr__(self) -> str:
-        from aworld_gym.mcp.redact import redact, redact_url
-
         where = f"url={redact_url(self.url)!r}" if self.url else f"command={self.command!r}, args={list(self.args)!r}"
         return redact(f"ServerSpec(name={self.name!r}, type={self.type!r}, {where})")
 
     def where(self) -> str:
         """Where the server is, as messages may show it (a URL without its secrets, or the command line)."""
-        from aworld_gym.mcp.redact import redact, redact_url
-
         if self.type == "stdio":
             return redact(f"command {self.command!r} {list(self.args)}")
         if self.type == "inprocess":

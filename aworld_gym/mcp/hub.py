@@ -20,37 +20,29 @@ from typing import Any, TypeVar
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
-from aworld_gym.mcp.arguments import check_arguments, json_problem
-from aworld_gym.mcp.calls import make_result, send, send_internal
 from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities
 from aworld_gym.mcp.config import ServerSpec, count, parse_mcp_config, seconds
-from aworld_gym.mcp.connection import Connection
-from aworld_gym.mcp.guard import guarded_step, run_calls
-from aworld_gym.mcp.images import ImageLimits, image_limits
-from aworld_gym.mcp.listing import relist_changed
 from aworld_gym.mcp.loop import HubLoop
-from aworld_gym.mcp.namespace import RoutedTool, build_tools, find_tool, openai_tools
-from aworld_gym.mcp.pool import POOL
 from aworld_gym.mcp.redact import module_logger, redact, redact_json
 from aworld_gym.mcp.results import (
-    INVALID_ARGUMENTS,
     REFUSED,
     SERVER_DIED,
-    TIMEOUT,
-    TOOL_ERROR,
     UNKNOWN_TOOL,
     ToolResult,
     cap_images,
     render_content,
-    truncate,
 )
+from aworld_gym.mcp.results.images import ImageLimits, image_limits
+from aworld_gym.mcp.tools.arguments import check_arguments, json_problem
+from aworld_gym.mcp.tools.calls import make_result, send, send_internal
+from aworld_gym.mcp.tools.guard import guarded_step, run_calls
+from aworld_gym.mcp.tools.namespace import RoutedTool, build_tools, find_tool, openai_tools
+from aworld_gym.mcp.transports.connection import Connection
+from aworld_gym.mcp.transports.pool import POOL
 from aworld_gym.mcp.watchdog import Watchdog
 
-# The result names are re-exported: importing them from here keeps working.
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "INVALID_ARGUMENTS", "META_PREFIX", "REFUSED", "SERVER_DIED",
-           "TIMEOUT", "TOOL_ERROR", "UNKNOWN_TOOL", "Guard", "ToolHub", "ToolResult", "render_content",
-           "truncate"]  # fmt: skip
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "META_PREFIX", "Guard", "ToolHub"]
 
 logger = module_logger(__name__)
 META_PREFIX = "aworld_gym/"
@@ -100,7 +92,7 @@ class ToolHub:
             stateful page: type, type, click). Also settable as the attribute of the same name.
         capabilities: how the sessions answer their servers' elicitation, sampling and roots requests (default:
             decline, refuse, no roots; :mod:`~aworld_gym.mcp.capabilities`); a server entry's own keys win.
-        tool_images: images of tool results shown as images: ``True``, ``False`` or limits (``mcp.images``).
+        tool_images: images of tool results shown as images: ``True``, ``False`` or limits (``mcp.results.images``).
     """
 
     def __init__(
@@ -340,7 +332,8 @@ class ToolHub:
     async def _refresh_tools(self) -> None:
         """Between steps: re-list the tools of servers that sent ``tools/list_changed``, and rebuild the table when
         any server's list is new (a re-listing, a restart)."""
-        await relist_changed(self._conns, self.call_timeout)
+        for conn in self._conns:  # the servers that said their tools changed re-list them
+            await conn.relist(self.call_timeout)
         if self._listed != tuple(c.tools_version for c in self._conns):
             self._rebuild_tools()
 

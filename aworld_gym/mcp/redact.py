@@ -6,7 +6,7 @@ answers: error messages name the server by its URL, a stdio server's stderr tail
 Here:
 
 - :func:`redact_url` shows a URL without its userinfo and with every query value as ``***``;
-- every :class:`~aworld_gym.mcp.config.ServerSpec` registers its secret *values* (:func:`secrets_of`) in the
+- every :class:`~aworld_gym.mcp.config.ServerSpec` registers its secret *values* (:meth:`~aworld_gym.mcp.config.ServerSpec.secret_values`) in the
   process's :data:`SECRETS` as it is made, so :func:`redact` replaces them in any text, whatever produced it (an
   HTTP error quoting the URL, a server echoing its token, a traceback);
 - the edges apply :func:`redact`: a connection's error message, a tool result's text, the ``repr`` of a spec, and
@@ -23,20 +23,19 @@ Values shorter than 6 characters are not registered: they would blank out ordina
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
-
-if TYPE_CHECKING:
-    from aworld_gym.mcp.config import ServerSpec
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
-_SENSITIVE = re.compile(r"auth|token|key|secret|pass|pwd|cookie|session|credential|signature|sig$|bearer", re.I)
+SENSITIVE = re.compile(r"auth|token|key|secret|pass|pwd|cookie|session|credential|signature|sig$|bearer", re.I)
 _CREDENTIAL = re.compile(r"[A-Za-z0-9_\-.~+/=:]{16,}")
 _USERINFO = re.compile(r"(?<=://)[^/\s@'\"<>]+@")  # scheme://user:pass@host in any text
 _SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key)\s+", re.I)
@@ -56,9 +55,9 @@ def looks_like_credential(value: str) -> bool:
     )
 
 
-def _named(name: str, value: str) -> list[str]:
+def named_secrets(name: str, value: str) -> list[str]:
     """The secret values of one named setting (a header, env variable, query parameter or flag)."""
-    if _SENSITIVE.search(name):
+    if SENSITIVE.search(name):
         token = _SCHEMES.sub("", value.strip())
         return [value, token] if token != value else [value]
     return [value] if looks_like_credential(value) else []
@@ -80,33 +79,9 @@ def url_secrets(url: str) -> list[str]:
         ).decode()  # as an HTTP client sends it
         found += [userinfo, password, basic] + ([user] if looks_like_credential(unquote(user)) else [])
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        found += _named(key, value)
+        found += named_secrets(key, value)
     found += [seg for seg in parts.path.split("/") if looks_like_credential(unquote(seg))]
     return found + [unquote(v) for v in found]
-
-
-def secrets_of(spec: ServerSpec) -> list[str]:
-    """The secret values of one server entry: see the module docstring."""
-    found = url_secrets(spec.url or "")
-    for name, value in {**dict(spec.headers or {}), **dict(spec.env or {})}.items():
-        found += _named(str(name), str(value))
-    args = list(spec.args)
-    for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if eq and flag.startswith("-"):
-            found += _named(flag, value)
-        elif arg.startswith("-") and i + 1 < len(args) and _SENSITIVE.search(arg):
-            found += _named(arg, args[i + 1])
-    sampling = spec.capabilities.get("sampling") if isinstance(spec.capabilities, Mapping) else None
-    if isinstance(sampling, Mapping) and sampling.get("api_key"):
-        found.append(str(sampling["api_key"]))
-    idp = getattr(spec.auth, "idp", None)
-    for holder, name in ((spec.auth, "client_secret"), (spec.auth, "private_key"), (idp, "id_token"),
-                         (idp, "client_secret")):  # fmt: skip
-        literal = getattr(getattr(holder, name, None), "value", None)  # an OAuth Secret given as a literal
-        if isinstance(literal, str):
-            found.append(literal)
-    return found
 
 
 class Secrets:
@@ -210,7 +185,7 @@ def module_logger(name: str) -> logging.Logger:
 
     Attached at import to the very object the module logs through: a filter attached later by name reaches only
     the object ``logging.getLogger(name)`` returns then, which need not be the module's (a full ``make test`` run
-    logged a server's stdout line with its secret through ``aworld_gym.mcp.stdio`` after :func:`guard_logs` ran)."""
+    logged a server's stdout line with its secret through ``aworld_gym.mcp.transports.stdio`` after :func:`guard_logs` ran)."""
     logger = logging.getLogger(name)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
@@ -220,12 +195,41 @@ def module_logger(name: str) -> logging.Logger:
 def guard_logs() -> None:
     """Attach :class:`RedactFilter` (once) to the loggers of this package and to :data:`FOREIGN_LOGGERS`. A logger's
     filter sees only its own records, so each module's logger gets it by name."""
-    import pkgutil
-
-    import aworld_gym.mcp as package
-
-    names = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
-    for name in (package.__name__, *names, *FOREIGN_LOGGERS):
+    package = __name__.rpartition(".")[0]  # aworld_gym.mcp, and every module of its sub-packages (not imported here)
+    root = Path(__file__).parent
+    names = [".".join((package, *f.relative_to(root).with_suffix("").parts)) for f in root.rglob("*.py")]
+    names = [n.removesuffix(".__init__") for n in names]
+    for name in (package, *names, *FOREIGN_LOGGERS):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+def redact_config(text: str, mcp_config: Any, sampling: Any = None) -> str:
+    """``text`` with every literal secret of ``mcp_config`` (``auth`` secrets, ``headers`` and ``env`` values, a
+    server's ``sampling`` API key) and of the env's ``sampling`` option replaced by ``***``: for messages that
+    repeat a config (gymnasium's TypeError repeats every kwarg)."""
+    if isinstance(mcp_config, str) and mcp_config.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            mcp_config = json.loads(mcp_config)
+    entries = mcp_config.get("mcpServers", {}) if isinstance(mcp_config, Mapping) else {}
+    found: list[str] = [sampling["api_key"]] if isinstance(sampling, Mapping) and "api_key" in sampling else []
+    for entry in entries.values() if isinstance(entries, Mapping) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        if isinstance(entry.get("sampling"), Mapping) and "api_key" in entry["sampling"]:
+            found.append(entry["sampling"]["api_key"])
+        for key in ("headers", "env"):
+            if isinstance(entry.get(key), Mapping):
+                found += [str(v) for v in entry[key].values()]
+        if isinstance(entry.get("url"), str):
+            found += url_secrets(entry["url"])  # userinfo, query values
+        auth = entry.get("auth")
+        if isinstance(auth, Mapping):
+            idp = auth.get("idp") if isinstance(auth.get("idp"), Mapping) else {}
+            found += [v for v in (auth.get("client_secret"), auth.get("private_key"), idp.get("id_token"),
+                                  idp.get("client_secret")) if isinstance(v, str)]  # fmt: skip
+    for secret in sorted((s for s in found if isinstance(s, str) and len(s) >= 4), key=len, reverse=True):
+        for form in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]):  # as is, in a repr, in JSON
+            text = text.replace(form, "***")
+    return redact(text)  # and every secret of the configs this process has read

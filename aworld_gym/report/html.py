@@ -29,8 +29,8 @@ from aworld_gym.report.records import json_safe, printable
 from aworld_gym.report.shots import Images
 from aworld_gym.report.stats import RunStats, compare, task_field
 from aworld_gym.rollout.jobs import is_success
-from aworld_gym.rollout.screenshots import screenshots_folder
 from aworld_gym.rollout.sinks import iter_records
+from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 
 HERE = Path(__file__).parent
 THINK = re.compile(r"(?s)<think>(.*?)</think>")

@@ -1,7 +1,7 @@
 """Screenshots a record names, read as hostile input: a record must never make the report read a file.
 
 A record's ``screenshot`` is only a name. The report reads it only from the run's own screenshots folder
-(:func:`aworld_gym.rollout.screenshots.screenshots_folder`, beside the trajectory file): the name is resolved
+(:func:`aworld_gym.rollout.sinks.screenshots.screenshots_folder`, beside the trajectory file): the name is resolved
 (symbolic links and ``..`` followed) and must land inside that folder; the file is opened without following a
 last symbolic link and without blocking (a FIFO never hangs the report), must be a regular file (not a device such
 as ``/dev/zero``), at most ``MAX_IMAGE_BYTES``, and a PNG, JPEG, GIF or WebP image by its first bytes. Anything

@@ -25,8 +25,8 @@ from aworld_gym.rollout.engines import Engine
 from aworld_gym.rollout.envs import EnvLike
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
-from aworld_gym.rollout.record_json import clean_record, escape_surrogates
 from aworld_gym.rollout.sinks import Sink, open_sink
+from aworld_gym.rollout.sinks.record_json import clean_record, escape_surrogates
 from aworld_gym.rollout.stream import Rollout, make_engine
 
 __all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
@@ -140,7 +140,7 @@ class Summary:
 
     def to_json(self) -> str:
         """:meth:`to_dict` as strict JSON (what ``--summary-json`` writes): a NaN or infinite number (a mean of NaN
-        rewards) is ``null``, listed under ``_sink_marks`` (see :mod:`~aworld_gym.rollout.record_json`)."""
+        rewards) is ``null``, listed under ``_sink_marks`` (see :mod:`~aworld_gym.rollout.sinks.record_json`)."""
         return escape_surrogates(json.dumps(clean_record(self.to_dict()), indent=2, ensure_ascii=False))
 
     def render(self) -> str:

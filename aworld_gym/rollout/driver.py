@@ -28,9 +28,9 @@ from aworld_gym.core.actions import Action, Sample, action_text
 from aworld_gym.core.faces import async_face
 from aworld_gym.core.running import set_turn_reward
 from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
-from aworld_gym.rollout.openai_policy import ContextOverflow
 from aworld_gym.rollout.policies import Policy, policy_act
-from aworld_gym.rollout.screenshots import Screenshots, render_async, render_sync
+from aworld_gym.rollout.policies.openai_policy import ContextOverflow
+from aworld_gym.rollout.sinks.screenshots import Screenshots, render_async, render_sync
 from aworld_gym.rollout.tokens import TokenMode, TokenTrack, new_env_messages, split_output
 
 T = TypeVar("T")

@@ -49,9 +49,11 @@ class MakeEnv:
         try:
             return gym.make(self.env_id, **dict(self.kwargs))
         except TypeError as exc:  # gymnasium's message repeats every kwarg: keep mcp_config's secrets out of records
-            from aworld_gym.mcp.auth import redact
+            from aworld_gym.mcp.redact import redact_config
 
-            raise TypeError(redact(str(exc), self.kwargs.get("mcp_config"), self.kwargs.get("sampling"))) from None
+            raise TypeError(
+                redact_config(str(exc), self.kwargs.get("mcp_config"), self.kwargs.get("sampling"))
+            ) from None
 
 
 _SPEC_FIELDS = ("id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps", "order_enforce",

@@ -40,7 +40,7 @@ class Rollout:
         policy: a policy, or a picklable zero-argument factory (one policy per slot; required for Ray).
         episodes: how many episodes in all (``skip`` counts against them).
         engine: an :class:`~aworld_gym.rollout.engines.AsyncEngine` (default) or
-            :class:`~aworld_gym.rollout.ray_engine.RayEngine`.
+            :class:`~aworld_gym.rollout.engines.ray_engine.RayEngine`.
         group_size: samples per task in a row (a GRPO group); the env's group reward hooks run on complete groups.
         seed: episode ``i`` resets with ``seed + i``.
         task_order: ``"cycle"`` (group ``g`` takes task ``g mod n``) or ``"sample"`` (drawn with ``seed``).
@@ -330,13 +330,13 @@ def make_engine(
     if engine == "ray":
         if screenshots is not None:
             raise ValueError("screenshots are written by the in-process engine only (engine='async')")
-        from aworld_gym.rollout.ray_engine import RayEngine
+        from aworld_gym.rollout.engines.ray_engine import RayEngine
 
         return RayEngine(concurrency=n, address=ray_address, actors=ray_actors, policy_timeout_s=policy_timeout_s)
     if engine == "process":
         if ray_address is not None or ray_actors is not None or screenshots is not None:
             raise ValueError("ray_address / ray_actors / screenshots are not settings of engine='process'")
-        from aworld_gym.rollout.process_engine import ProcessEngine
+        from aworld_gym.rollout.engines.process_engine import ProcessEngine
 
         return ProcessEngine(concurrency=n, policy_timeout_s=policy_timeout_s)
     raise ValueError("engine must be 'async', 'ray', 'process', or an engine object (AsyncEngine, RayEngine, "

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from aworld_gym.mcp.serving import TOKEN_ENV
-from aworld_gym.mcp.shared import SharedServer, shared_instance
+from aworld_gym.mcp.transports.shared import SharedServer, shared_instance
 
 
 class SharedPythonServer(SharedServer):

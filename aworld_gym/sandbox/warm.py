@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_gym.base.errors import SandboxError
-from aworld_gym.mcp.proctree import descendants, kill
+from aworld_gym.mcp.transports.proctree import descendants, kill
 from aworld_gym.sandbox.cgroups import CgroupLimiter
 from aworld_gym.sandbox.host import base_mounts, clean_env, python_roots, rlimit_values
 from aworld_gym.sandbox.results import ExecResult, Limits, outcome

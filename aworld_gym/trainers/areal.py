@@ -10,7 +10,7 @@
   members before any member's tensors are returned (their share is in ``rewards``).
 - :class:`AWorldAgent` (``async run(data, **extra_kwargs)``, AReaL's preferred agent protocol): AReaL injects
   ``base_url`` (its proxy, which records the tokens) and the episode runs with
-  :class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy` pointed at it; returns the episode's reward.
+  :class:`~aworld_gym.rollout.policies.openai_policy.OpenAIPolicy` pointed at it; returns the episode's reward.
 
 The env comes from the constructor (``env_id``, ``env_kwargs``) or the row (``data["env_id"]``, ``env_kwargs``,
 ``task_id`` / ``task_index`` / ``task``, ``seed``).
@@ -29,9 +29,9 @@ from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
-from aworld_gym.trainers.groups import member_of
-from aworld_gym.trainers.rows import row_env
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.rows import row_env
+from aworld_gym.trainers.seam.token_rollout import episode_options
 
 POOL = EnvPools()
 NEEDS = "env_id= or the row's env_id"
@@ -125,7 +125,7 @@ class AWorldWorkflow(RolloutWorkflow):
 
 class AWorldAgent:
     """AReaL's agent protocol: ``await run(data, base_url=..., http_client=...)`` runs one episode with
-    :class:`~aworld_gym.rollout.openai_policy.OpenAIPolicy` against AReaL's proxy and returns its reward."""
+    :class:`~aworld_gym.rollout.policies.openai_policy.OpenAIPolicy` against AReaL's proxy and returns its reward."""
 
     def __init__(self, env_id: str | None = None, env_kwargs: dict[str, Any] | None = None, model: str = "default",
                  **policy_kwargs: Any) -> None:  # fmt: skip
@@ -134,7 +134,7 @@ class AWorldAgent:
         self.last: Trajectory | None = None
 
     async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float:
-        from aworld_gym.rollout.openai_policy import OpenAIPolicy
+        from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
 
         base_url = extra_kwargs.get("base_url")
         if not base_url:

@@ -57,10 +57,9 @@ from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.pool import EnvPool
-from aworld_gym.rollout.sink_files import OutputWriteError
 from aworld_gym.rollout.sinks import JSONLSink
+from aworld_gym.rollout.sinks.sink_files import OutputWriteError
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
-from aworld_gym.trainers.env_loop import EnvLoop
 from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, is_loopback, read_body, server_token
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
@@ -71,6 +70,7 @@ from aworld_gym.trainers.openenv_protocol import (
     reset_options,
     wire,
 )
+from aworld_gym.trainers.seam.env_loop import EnvLoop
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from aworld_gym.rollout.groups import finish_group
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.text_episode import TextEpisode
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
-from aworld_gym.trainers.groups import member_of
-from aworld_gym.trainers.rows import TRUNCATING, environ_env, row_env
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.rows import TRUNCATING, environ_env, row_env
+from aworld_gym.trainers.seam.token_rollout import episode_options
 
 POOL = EnvPools()
 

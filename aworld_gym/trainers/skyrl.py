@@ -39,8 +39,8 @@ from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, training_rewards
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.text_episode import SyncTextEpisode
-from aworld_gym.trainers.rows import row_env, void_weight
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.rows import row_env, void_weight
+from aworld_gym.trainers.seam.token_rollout import episode_options
 
 GENERIC_ID = "aworld"
 _POOLS: dict[str, EnvPool] = {}

@@ -25,9 +25,9 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
-from aworld_gym.trainers.groups import member_of
-from aworld_gym.trainers.rows import TRUNCATING, row_env
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.rows import TRUNCATING, row_env
+from aworld_gym.trainers.seam.token_rollout import episode_options
 
 POOL = EnvPools()
 

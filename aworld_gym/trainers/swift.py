@@ -48,9 +48,9 @@ from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools
 from aworld_gym.rollout.text_episode import TextEpisode
-from aworld_gym.trainers.env_loop import EnvLoop
-from aworld_gym.trainers.rows import environ_env, row_env, void_weight
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.env_loop import EnvLoop
+from aworld_gym.trainers.seam.rows import environ_env, row_env, void_weight
+from aworld_gym.trainers.seam.token_rollout import episode_options
 
 T = TypeVar("T")
 NAME = "aworld"

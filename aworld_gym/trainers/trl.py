@@ -29,8 +29,8 @@ from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import GroupCollector, check_void_policy
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
-from aworld_gym.trainers.groups import group_keys, rewards_by_group
-from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text, run_token_batch
+from aworld_gym.trainers.seam.groups import group_keys, rewards_by_group
+from aworld_gym.trainers.seam.token_rollout import adhoc_task, prompt_text, run_token_batch
 from aworld_gym.trainers.trl_generate import hf_generate, model_generate, vllm_generate
 from aworld_gym.trainers.trl_tools import AWorldToolEnv, ensure_tool_parser, environment_factory, group_reward
 from aworld_gym.wrappers.reward_shaping import group_hooks

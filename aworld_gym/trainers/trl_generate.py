@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aworld_gym.trainers.token_rollout import Generate
+from aworld_gym.rollout.tokens import Generate
 
 
 def model_generate(model: Any, tokenizer: Any, temperature: float = 1.0, **generate_kwargs: Any) -> Generate:

@@ -16,8 +16,8 @@ from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import check_void_policy, group_shares
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.text_episode import SyncTextEpisode
-from aworld_gym.trainers.rows import void_weight
-from aworld_gym.trainers.token_rollout import adhoc_task, prompt_text
+from aworld_gym.trainers.seam.rows import void_weight
+from aworld_gym.trainers.seam.token_rollout import adhoc_task, prompt_text
 
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -208,7 +208,7 @@ def ensure_tool_parser(tokenizer: Any) -> Any:
 
     ``environment_factory`` needs ``tokenizer.parse_response`` to find tool calls. TRL sets it for the chat
     templates it knows (real Qwen3 checkpoints); a Qwen3-format template it does not know by heart (e.g. the tiny
-    offline Qwen3 of ``aworld_gym.trainers.tiny_qwen3``) gets TRL's Qwen3 parser here.
+    offline Qwen3 of ``aworld_gym.fixtures.tiny_qwen3``) gets TRL's Qwen3 parser here.
     """
     from trl import chat_template_utils as ctu
 

@@ -34,8 +34,8 @@ from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
-from aworld_gym.trainers.groups import member_of
-from aworld_gym.trainers.token_rollout import episode_options
+from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.token_rollout import episode_options
 from aworld_gym.trainers.verl_advantage import NAME as MASKED_GRPO  # noqa: F401 - registers verl's aworld_grpo
 from aworld_gym.trainers.verl_data import AGENT_NAME
 

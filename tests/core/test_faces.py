@@ -125,7 +125,7 @@ def test_a_wrapper_without_async_face_is_refused_loudly():
     with pytest.raises(AsyncFaceError, match="SyncOnly"):
         async_face(env)
     from aworld_gym.rollout.collect import collect
-    from aworld_gym.rollout.plan import PlanPolicy
+    from aworld_gym.rollout.policies.plan import PlanPolicy
 
     with pytest.raises(AsyncFaceError):
         collect(lambda: SyncOnly(make()), PlanPolicy(), episodes=1, progress=False)

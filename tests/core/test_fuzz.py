@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from aworld_gym.base.errors import AWorldGymError
 from aworld_gym.core.actions import Action, HermesParser, ToolCall, parse_action
 from aworld_gym.core.task import load_tasks
-from aworld_gym.mcp.arguments import find_problem, json_problem
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.results import describe_error, readable, render_content, truncate
-from aworld_gym.mcp.validate import make_validator
+from aworld_gym.mcp.tools.arguments import find_problem, json_problem
+from aworld_gym.mcp.tools.validate import make_validator
 from tests.helpers import TASKS
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

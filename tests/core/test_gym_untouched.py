@@ -16,7 +16,7 @@ from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 from aworld_gym.core.faces import AsyncFaceError, async_face
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import ROOT, TASKS, demo_env_kwargs
 
 # Every class Gymnasium defines, as (module, name) -> {attribute: id(value)}: taken before `import aworld_gym`, then

@@ -115,7 +115,7 @@ def test_a_scorer_that_raises_is_the_envs_crash_not_the_answer():
 
 def test_records_keep_what_the_outermost_env_returned():
     from aworld_gym.rollout.driver import run_episode
-    from aworld_gym.rollout.plan import PlanPolicy
+    from aworld_gym.rollout.policies.plan import PlanPolicy
     from tests.helpers import demo_env_kwargs
 
     env = TransformReward(gym.make("AWorld/MCP-v0", **demo_env_kwargs(2)), lambda r: 10 * r)

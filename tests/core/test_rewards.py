@@ -15,7 +15,7 @@ from aworld_gym.core.rewards import (
     get_scorer,
 )
 from aworld_gym.core.task import Task
-from aworld_gym.mcp.hub import ToolResult
+from aworld_gym.mcp.results import ToolResult
 
 T = Task("t", "p", answer="Paris")
 

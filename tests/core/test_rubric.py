@@ -12,7 +12,7 @@ from aworld_gym import Hook, LLMJudge, async_face, reward_hook
 from aworld_gym.core.rewards import PassRateBonus, Rubric, TaskScore, apply_group_hooks
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.wrappers import RewardShaping
 from tests.helpers import TASKS, demo_env_kwargs
 

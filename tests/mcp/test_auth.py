@@ -21,11 +21,11 @@ import pytest
 import aworld_gym  # noqa: F401
 from aworld_gym.base.errors import ServerError
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.mcp import auth
+from aworld_gym.mcp.auth import connect
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.shared import free_port
+from aworld_gym.mcp.transports.shared import free_port
 from aworld_gym.rollout.driver import run_episode
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import ROOT, wait_until
 
 SECRET = "S3cret-client-value-91f2"
@@ -65,7 +65,7 @@ def stand():
 @pytest.fixture
 def fresh(stand):
     """Default stand-in configuration and no tokens kept from another test (a new process's memory store)."""
-    from aworld_gym.mcp import auth_store
+    from aworld_gym.mcp.auth import store as auth_store
 
     stand.configure()
     auth_store._memory.__init__()
@@ -255,7 +255,7 @@ def test_concurrent_hubs_on_one_loop_log_in_once(fresh):
     assert len(s["authorize"]) == 1 and len(s["token"]) == 1
     for _ in range(3):  # each hub on its own loop, closed with the hub: its provider goes with it
         assert _echo(fresh.config({})) == "hi"
-    assert len(auth._providers) == 1
+    assert len(connect._providers) == 1
 
 
 def test_step_up_on_insufficient_scope(fresh):
@@ -353,7 +353,7 @@ def test_a_registration_the_server_forgot_is_dropped_and_made_again(fresh):
     assert _echo(fresh.config({})) == "hi"
     fresh.configure()  # the authorization server forgets its clients and tokens
     # Same identity (client_name is only sent at registration), but an entry this process has not connected to yet:
-    # a remembered protocol era would make the connect retry at once (aworld_gym.mcp.discover).
+    # a remembered protocol era would make the connect retry at once (aworld_gym.mcp.transports.discover).
     again = fresh.config({"client_name": "aworld-gym again"})
     text, _ = _reset_error(again)
     assert "answered HTTP 400" in text and "the dynamic registration was dropped" in text

@@ -11,10 +11,11 @@ import pytest
 
 from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.core.actions import HermesParser, ToolCall
-from aworld_gym.mcp.arguments import json_problem
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.functions import function_server
-from aworld_gym.mcp.hub import INVALID_ARGUMENTS, ToolHub
+from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.results import INVALID_ARGUMENTS
+from aworld_gym.mcp.tools.arguments import json_problem
 from tests.helpers import http_config, stdio_config
 
 
@@ -150,7 +151,7 @@ def test_unknown_arguments_error_is_short_whatever_the_keys() -> None:
     """64 unknown keys of 10 kB each: the error names a few, cut, and counts the rest (it listed every key whole)."""
     from types import SimpleNamespace
 
-    from aworld_gym.mcp.arguments import check_arguments
+    from aworld_gym.mcp.tools.arguments import check_arguments
 
     tool = SimpleNamespace(exposed="add", schema={"type": "object", "properties": {"a": {}, "b": {}}}, validator=None)
     args = {f"{i}" + "k" * 10_000: 1 for i in range(64)}

@@ -20,7 +20,7 @@ from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
 from aworld_gym.mcp.capabilities import parse_capabilities
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.pool import POOL
+from aworld_gym.mcp.transports.pool import POOL
 from tests.capability_server import build
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import EVERYTHING_JS, ROOT, http_server

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from aworld_gym.core.env import MCPEnv
-from aworld_gym.mcp import discover
 from aworld_gym.mcp.config import parse_mcp_config
-from aworld_gym.mcp.shared import free_port
+from aworld_gym.mcp.transports import discover
+from aworld_gym.mcp.transports.shared import free_port
 from tests.helpers import ROOT
 
 TASKS = [{"id": "t", "prompt": "Use the tools.", "answer": "done"}]

@@ -1,4 +1,4 @@
-"""A step whose calls ignore their cancellation is still bounded (aworld_gym.mcp.guard): each call has its own
+"""A step whose calls ignore their cancellation is still bounded (aworld_gym.mcp.tools.guard): each call has its own
 deadline, but a library that swallowed the cancellation would otherwise hang the episode and the whole rollout."""
 
 from __future__ import annotations

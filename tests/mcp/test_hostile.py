@@ -14,7 +14,7 @@ import pytest
 
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.stdio import LineReader, message_id
+from aworld_gym.mcp.transports.stdio import LineReader, message_id
 from tests.helpers import wait_until
 
 TIMEOUT = 4.0
@@ -119,7 +119,7 @@ def test_a_wedged_session_is_found_and_restarted(hostile, monkeypatch):
         await asyncio.sleep(60)
 
     with monkeypatch.context() as m:
-        m.setattr("aworld_gym.mcp.calls.fetch_page", never)
+        m.setattr("aworld_gym.mcp.tools.calls.fetch_page", never)
         res = hostile.call([ToolCall("hang", {})])[0]
     assert res.error == "timeout" and not conn.alive
     ok = hostile.call([ToolCall("ok", {"text": "after"})])[0]
@@ -203,15 +203,15 @@ def test_server_to_client_requests_in_flight_are_bounded(hostile):
 
 
 def test_junk_on_stdout_gives_a_bounded_number_of_warnings(hostile, caplog):
-    logger = logging.getLogger("aworld_gym.mcp.stdio")
+    logger = logging.getLogger("aworld_gym.mcp.transports.stdio")
     logger.addHandler(caplog.handler)  # records from the hub's loop thread, whatever the logging config
     try:
-        with caplog.at_level(logging.WARNING, logger="aworld_gym.mcp.stdio"):
+        with caplog.at_level(logging.WARNING, logger="aworld_gym.mcp.transports.stdio"):
             assert hostile.call([ToolCall("junk", {"n": 10_000})])[0].text == "junked"
             hostile.close()
     finally:
         logger.removeHandler(caplog.handler)
-    records = list({id(r): r for r in caplog.records if r.name == "aworld_gym.mcp.stdio"}.values())
+    records = list({id(r): r for r in caplog.records if r.name == "aworld_gym.mcp.transports.stdio"}.values())
     assert 1 <= len(records) <= 10 and sum(len(r.getMessage()) for r in records) < 5000
     assert "10000" in records[-1].getMessage()  # the count at close
 

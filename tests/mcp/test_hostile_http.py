@@ -152,7 +152,7 @@ def test_the_id_check_on_each_stream_and_the_rate_limited_warning(monkeypatch):
     import httpx2
     from mcp.shared._context_streams import create_context_streams
 
-    from aworld_gym.mcp.http import BoundedHTTPTransport
+    from aworld_gym.mcp.transports.http import BoundedHTTPTransport
 
     def event(rid, kind="result"):
         body = {"jsonrpc": "2.0", "id": rid, kind: {} if kind == "result" else {"code": -1, "message": "x"}}
@@ -169,7 +169,7 @@ def test_the_id_check_on_each_stream_and_the_rate_limited_warning(monkeypatch):
         got = [m.message.id async for m in reader]
         return transport.drops.count, taken, got
 
-    import aworld_gym.mcp.http as http_module
+    import aworld_gym.mcp.transports.http as http_module
 
     said: list[str] = []  # taken at the call, not through caplog (in the full suite caplog has missed records)
     monkeypatch.setattr(http_module.logger, "warning", lambda msg, *args: said.append(msg % args))
@@ -190,7 +190,7 @@ def test_a_compressed_bomb_is_bounded_after_decoding(encoding):
     import anyio
     import httpx2
 
-    from aworld_gym.mcp.http import BodyTooLarge, bound_bodies
+    from aworld_gym.mcp.transports.http import BodyTooLarge, bound_bodies
 
     packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
     zeros = b"\0" * (1 << 20)

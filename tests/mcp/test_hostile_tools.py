@@ -19,8 +19,8 @@ import pytest
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.mcp import listing
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.tools import listing
 from tests.helpers import ROOT, http_server
 
 ENV = "AWorld/MCP-v0"
@@ -240,7 +240,7 @@ def test_a_deeply_nested_schema_costs_only_its_tool(transport, warnings):
 def test_a_deep_reply_is_still_refused_past_python_s_own_limit():
     """Python's parser, the fallback for deep replies, is no way around the bounds: 100,000 levels, a lone surrogate
     or NaN are refused as before (with the SDK parser's error)."""
-    from aworld_gym.mcp.lines import parse_message
+    from aworld_gym.mcp.transports.lines import parse_message
 
     head = b'{"jsonrpc": "2.0", "id": 1, "result": '
     deep = head + b'{"a": ' * 300 + b"1" + b"}" * 300 + b"}"

@@ -46,20 +46,21 @@ def test_base_imports_only_itself():
     assert outside("base", ("aworld_gym.base",)) == {}
 
 
-def test_the_old_import_paths_give_the_same_objects():
-    import aworld_gym.base.errors as core_errors
-    from aworld_gym.core.actions import ToolCall as OldToolCall
-    from aworld_gym.mcp.hub import ToolResult
+def test_no_shim_is_left_for_the_moved_names():
+    """The typed errors live in aworld_gym.base.errors only, and the result names in aworld_gym.mcp.results only
+    (issue 45: no module re-exports another's names to keep an old path alive)."""
+    import importlib
 
-    assert OldToolCall is ToolCall
-    assert ToolResult.__dataclass_fields__["call"].type in ("ToolCall", ToolCall)
+    import aworld_gym.mcp.hub as hub
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("aworld_gym.core.errors")
+    for name in ("TIMEOUT", "TOOL_ERROR", "INVALID_ARGUMENTS", "ToolResult", "truncate", "render_content"):
+        assert name not in hub.__all__
     for name in aworld_gym.base.errors.__dict__:
         value = getattr(aworld_gym.base.errors, name)
         if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == "aworld_gym.base.errors":
-            assert getattr(core_errors, name) is value, name
-            assert name in core_errors.__all__ and name in aworld_gym.base.__all__
-    with pytest.raises(core_errors.ConfigError):
-        raise aworld_gym.base.errors.ConfigError("same class")
+            assert name in aworld_gym.base.__all__, name
 
 
 def test_a_tool_call_pickles_under_its_new_home():

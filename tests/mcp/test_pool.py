@@ -20,7 +20,7 @@ from aworld_gym.core.faces import async_face
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.pool import POOL
+from aworld_gym.mcp.transports.pool import POOL
 from tests.helpers import EVERYTHING_JS, child_pids, plan_tasks, stdio_config, wait_until
 
 N = 8

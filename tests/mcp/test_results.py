@@ -6,8 +6,8 @@ from typing import TypedDict
 from mcp.server.mcpserver import MCPServer
 
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.mcp.hub import ToolHub, ToolResult
-from aworld_gym.mcp.results import truncate
+from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.results import ToolResult, truncate
 
 
 class Weather(TypedDict):
@@ -62,7 +62,8 @@ def test_to_dict_keys_without_structured_content():
 def test_the_sdk_result_wrapper_is_not_copied_into_records_and_cut_results_keep_no_copy():
     from aworld_gym.core.actions import ToolCall
     from aworld_gym.mcp.demo_server import build_server
-    from aworld_gym.mcp.hub import ToolHub, ToolResult
+    from aworld_gym.mcp.hub import ToolHub
+    from aworld_gym.mcp.results import ToolResult
 
     call = ToolCall("add", {"a": 1, "b": 2}, "1")
     assert "structured" not in ToolResult(call, "3.0", structured={"result": 3.0}).to_dict()

@@ -16,11 +16,11 @@ import time
 import pytest
 
 from aworld_gym.core.actions import ToolCall
-from aworld_gym.mcp import errlog
-from aworld_gym.mcp.errlog import CappedLog
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.images import read_image
-from aworld_gym.mcp.sanitize import clean_field, clean_text
+from aworld_gym.mcp.results.images import read_image
+from aworld_gym.mcp.results.sanitize import clean_field, clean_text
+from aworld_gym.mcp.transports import errlog
+from aworld_gym.mcp.transports.errlog import CappedLog
 from tests.helpers import wait_until
 
 SERVER = textwrap.dedent(r"""

@@ -192,7 +192,7 @@ def test_a_modules_own_logger_hides_secrets_whatever_getlogger_returns_later():
 
     program = """
 import logging, sys
-from aworld_gym.mcp import stdio
+from aworld_gym.mcp.transports import stdio
 from aworld_gym.mcp.redact import SECRETS
 logging.Logger.manager.loggerDict.pop(stdio.logger.name)
 logging.basicConfig(stream=sys.stdout, format="%(message)s", level=logging.DEBUG)

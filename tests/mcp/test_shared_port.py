@@ -18,7 +18,7 @@ import time
 import pytest
 
 from aworld_gym.base.errors import ServerError
-from aworld_gym.mcp.shared import SharedServer, free_port, listening_sockets, owns_socket, wait_port
+from aworld_gym.mcp.transports.shared import SharedServer, free_port, listening_sockets, owns_socket, wait_port
 
 # A stand-in server: takes a moment to start (as a Python server importing the MCP SDK does), then binds its port,
 # or (with "child") has a child process bind it; exits 1 when the port is taken.
@@ -112,7 +112,7 @@ def test_a_shared_server_never_takes_a_strangers_port(stranger):
 def test_where_proc_cannot_tell_a_connection_to_a_live_server_is_the_check(monkeypatch):
     """No ``/proc/net/tcp`` (not Linux) or an empty one (WSL1): a server that listens is still found ready, by the
     old check (it answers, and still runs 0.1 s later), instead of waiting out the start timeout."""
-    import aworld_gym.mcp.shared as shared
+    import aworld_gym.mcp.transports.shared as shared
 
     for table in (None, set()):
         monkeypatch.setattr(shared, "listening_sockets", lambda port, table=table: table)

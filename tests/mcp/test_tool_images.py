@@ -22,12 +22,12 @@ from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, Imag
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.episode import require_text
-from aworld_gym.mcp import namespace
 from aworld_gym.mcp.demo_server import PICTURES
 from aworld_gym.mcp.hub import ToolHub
-from aworld_gym.mcp.images import ImageLimits, image_limits
+from aworld_gym.mcp.results.images import ImageLimits, image_limits
+from aworld_gym.mcp.tools import namespace
 from aworld_gym.rollout.driver import run_episode
-from aworld_gym.rollout.openai_policy import OpenAIPolicy
+from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import EVERYTHING_JS, http_server
 
@@ -267,8 +267,9 @@ def test_an_endpoint_without_images_ends_the_episode_as_a_policy_error():
 
 def test_text_only_consumers_refuse_with_the_fix_and_work_with_tool_images_false():
     pytest.importorskip("transformers")
-    from aworld_gym.trainers.tiny_qwen3 import build_tokenizer
-    from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
+    from aworld_gym.fixtures.tiny_qwen3 import build_tokenizer
+    from aworld_gym.rollout.tokens import ChatTokens
+    from aworld_gym.trainers.seam.token_rollout import scripted_episode
 
     chat = ChatTokens(build_tokenizer())
     env = gym.make(ENV, mcp_config=STDIO, tasks=TASKS, allow_tools=["picture"])
@@ -278,7 +279,7 @@ def test_text_only_consumers_refuse_with_the_fix_and_work_with_tool_images_false
         assert traj.termination == "env_error" and "tool_images=False" in traj.error
         assert "token-exact training (a text chat template) takes text messages" in traj.error
         pytest.importorskip("torch")
-        from aworld_gym.rollout.hf_policy import HFPolicy
+        from aworld_gym.rollout.policies.hf_policy import HFPolicy
 
         with pytest.raises(ValueError, match=r"HFPolicy .* tool_images=False"):
             HFPolicy(model="never-loaded").act(env.unwrapped, "", {})

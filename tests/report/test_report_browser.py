@@ -22,7 +22,7 @@ from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.report.html import build
 from aworld_gym.report.stats import natural_key
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.screenshots import screenshots_folder
+from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 from tests.report_page import Page
 
 pytestmark = pytest.mark.slow

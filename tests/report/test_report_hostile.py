@@ -18,7 +18,7 @@ from aworld_gym.cli import main
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.report.html import HERE, build
 from aworld_gym.report.stats import NOT_A_RECORD
-from aworld_gym.rollout.screenshots import screenshots_folder
+from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="

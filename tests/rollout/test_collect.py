@@ -12,7 +12,7 @@ import pytest
 from aworld_gym.base.errors import last_line
 from aworld_gym.core.trajectory import TokenData, Trajectory
 from aworld_gym.rollout.collect import collect, error_of, plan_jobs
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.rollout.sinks import JSONLSink, iter_records, open_sink
 from tests.helpers import demo_env_kwargs
 
@@ -250,7 +250,7 @@ def test_screenshot_failures_are_noted_and_the_episode_goes_on(tmp_path):
     import numpy as np
 
     from aworld_gym.core.trajectory import Trajectory
-    from aworld_gym.rollout.screenshots import Screenshots
+    from aworld_gym.rollout.sinks.screenshots import Screenshots
 
     class Env:
         render_mode = "rgb_array"

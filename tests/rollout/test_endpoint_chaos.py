@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from aworld_gym.rollout.engines import AsyncEngine
-from aworld_gym.rollout.openai_policy import OpenAIPolicy
+from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
 from aworld_gym.rollout.stream import stream
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import demo_env_kwargs

@@ -13,7 +13,7 @@ from tests.helpers import demo_env_kwargs
 def tiny(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3
+    from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3
 
     return str(build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3")))
 
@@ -41,7 +41,7 @@ def test_tiny_qwen3_is_small_and_speaks_qwen3(tiny):
 def test_hf_policy_keeps_sampled_tokens_and_logprobs(tiny, tmp_path):
     from transformers import AutoTokenizer
 
-    from aworld_gym.rollout.hf_policy import HFPolicy
+    from aworld_gym.rollout.policies.hf_policy import HFPolicy
 
     out = tmp_path / "hf.jsonl"
     kwargs = {**demo_env_kwargs(2), "max_turns": 2}

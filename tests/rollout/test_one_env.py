@@ -8,7 +8,7 @@ import pytest
 
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.driver import run_episode
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import SHAPED, shaped_env
 
 
@@ -40,7 +40,7 @@ def test_collect_faces(engine, tmp_path):
 
 def test_ray_vector_env_face():
     ray = pytest.importorskip("ray")
-    from aworld_gym.rollout.ray_vector import RayVectorEnv
+    from aworld_gym.rollout.engines.ray_vector import RayVectorEnv
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=2)

@@ -7,7 +7,7 @@ import pytest
 
 from aworld_gym.base.errors import ConfigError, last_line
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.openai_policy import OpenAIPolicy
+from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import demo_env_kwargs
 
@@ -74,7 +74,7 @@ def test_an_error_status_names_the_endpoints_reason_whatever_the_shape_of_its_bo
     import httpx
     import openai
 
-    from aworld_gym.rollout.openai_policy import _endpoint_error
+    from aworld_gym.rollout.policies.openai_policy import _endpoint_error
 
     response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
 
@@ -123,7 +123,7 @@ def test_the_async_client_speaks_over_aiohttp_and_is_closed_when_the_run_ends(fa
     aiohttp = pytest.importorskip("aiohttp")
     from openai import DefaultAioHttpClient
 
-    from aworld_gym.rollout.openai_policy import _transient
+    from aworld_gym.rollout.policies.openai_policy import _transient
 
     async def client_class() -> type:
         policy = OpenAIPolicy(model="m", base_url=fake.url)

@@ -17,7 +17,7 @@ import pytest
 from aworld_gym.base.errors import PolicyError
 from aworld_gym.core.actions import HermesParser
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.openai_policy import OpenAIPolicy
+from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import demo_env_kwargs
 

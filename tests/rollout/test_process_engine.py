@@ -10,8 +10,8 @@ import pytest
 
 import aworld_gym
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
-from aworld_gym.rollout.process_engine import ProcessEngine
+from aworld_gym.rollout.engines.process_engine import ProcessEngine
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.rollout.stream import stream
 from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs, registered_ids
 

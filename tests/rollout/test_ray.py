@@ -9,7 +9,7 @@ import pytest
 
 import aworld_gym  # noqa: F401
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import DiesOncePolicy, DyingPolicy, demo_env_kwargs
 
 ENV = "AWorld/MCP-v0"
@@ -38,7 +38,7 @@ def rows_of(path):
 
 
 def test_a_killed_actors_jobs_are_run_again_elsewhere(ray_local, tmp_path):
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
 
     out, engine = tmp_path / "k.jsonl", RayEngine(concurrency=4, actors=2)
     s = collect(ENV, functools.partial(DiesOncePolicy, str(tmp_path / "died")), episodes=10, engine=engine,
@@ -54,7 +54,7 @@ def test_a_killed_actors_jobs_are_run_again_elsewhere(ray_local, tmp_path):
 
 
 def test_a_job_that_always_kills_its_actor_is_given_up_after_the_retries(ray_local, tmp_path):
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
 
     out, engine = tmp_path / "k.jsonl", RayEngine(concurrency=2, actors=2, job_retries=1)
     s = collect(ENV, DyingPolicy, episodes=10, engine=engine, env_kwargs=demo_env_kwargs(10), sink=out,
@@ -74,7 +74,7 @@ def alive(pids):
 
 
 def test_a_warm_engine_keeps_its_actors_and_envs_across_calls(ray_local, tmp_path):
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
     from aworld_gym.rollout.stream import stream
     from tests.helpers import wait_until
 

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import plan_tasks, wait_until
 
 ENV = "AWorld/MCP-v0"
@@ -49,7 +49,7 @@ def live(pids):
 
 def test_actors_land_on_every_node_one_per_cpu(cluster):
     ray, _, _ = cluster
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
 
     with RayEngine(concurrency=6, address="auto") as engine:
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -61,7 +61,7 @@ def test_actors_land_on_every_node_one_per_cpu(cluster):
 
 def test_a_node_removed_mid_run_loses_no_episode_and_doubles_none(cluster, tmp_path):
     ray, c, workers = cluster
-    from aworld_gym.rollout.ray_engine import RayEngine
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
 
     # One stdio calculator per actor process ("pool": 1): the lost node's server must go with it.
     server = {"command": sys.executable, "args": ["-m", "aworld_gym.mcp.demo_server"], "pool": 1}

@@ -1,6 +1,6 @@
 """The Ray engine's actor plan (no Ray needed): actors sized from each node's CPUs, spread, slots split evenly."""
 
-from aworld_gym.rollout.ray_pool import plan_actors, split
+from aworld_gym.rollout.engines.ray_pool import plan_actors, split
 
 
 def test_actors_per_node_follow_its_cpus_and_interleave():

@@ -43,8 +43,8 @@ from transformers import AutoTokenizer  # noqa: E402
 from aworld_gym.base.errors import last_line  # noqa: E402
 from aworld_gym.core.prompts import render_system_prompt  # noqa: E402
 from aworld_gym.rollout.collect import collect  # noqa: E402
-from aworld_gym.rollout.openai_policy import OpenAIPolicy  # noqa: E402
-from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402
+from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy  # noqa: E402
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from tests.transformers_serve import (  # noqa: E402
     ENV,
     NativeChat,

@@ -14,9 +14,7 @@ from aworld_gym.base.errors import PolicyError
 from aworld_gym.cli import main
 from aworld_gym.rollout import sinks
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.plan import PlanPolicy
-from aworld_gym.rollout.record_json import CUT, MARKS
-from aworld_gym.rollout.sink_files import write_all
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.rollout.sinks import (
     CorruptOutput,
     JSONLSink,
@@ -26,6 +24,8 @@ from aworld_gym.rollout.sinks import (
     iter_records,
     open_sink,
 )
+from aworld_gym.rollout.sinks.record_json import CUT, MARKS
+from aworld_gym.rollout.sinks.sink_files import write_all
 from tests.helpers import demo_env_kwargs, plan_tasks
 
 ENV = "AWorld/MCP-v0"

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from aworld_gym.rollout.engines import AsyncEngine
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.rollout.stream import astream_groups, stream, stream_groups
 from tests.helpers import child_pids, demo_env_kwargs, wait_until
 

@@ -9,8 +9,8 @@ import pytest
 import aworld_gym  # noqa: F401
 from aworld_gym.core.trajectory import RewardLedger, Termination, TokenData, Trajectory, status_of, void_counts
 from aworld_gym.rollout.driver import arun_episode, run_episode
-from aworld_gym.rollout.plan import PlanPolicy
 from aworld_gym.rollout.policies import ContextLimit
+from aworld_gym.rollout.policies.plan import PlanPolicy
 from tests.helpers import demo_env_kwargs, shaped_env
 
 

@@ -13,8 +13,8 @@ from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
 from areal.api.io_struct import ModelResponse  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from aworld_gym.trainers.areal import AWorldAgent, AWorldWorkflow, per_token_versions  # noqa: E402
-from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens, stdio_config  # noqa: E402
 
 

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("trl")
 from transformers import AutoTokenizer
 
-from aworld_gym.trainers.token_rollout import ChatTokens
+from aworld_gym.rollout.tokens import ChatTokens
 from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs, scripted_tokens
 
 PROMPT = "What is 2 + 1? Use the add tool."

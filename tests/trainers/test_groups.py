@@ -117,8 +117,8 @@ def test_a_masked_member_gets_its_own_groups_mean_in_a_trl_batch(tiny):
     from transformers import AutoTokenizer
 
     from aworld_gym.rollout.groups import mask_void
-    from aworld_gym.trainers.groups import rewards_by_group
-    from aworld_gym.trainers.token_rollout import ChatTokens
+    from aworld_gym.rollout.tokens import ChatTokens
+    from aworld_gym.trainers.seam.groups import rewards_by_group
     from aworld_gym.trainers.trl import batch_of
 
     members = [traj(1.0), traj(0.0, "env_crash"), traj(0.0), traj(0.0)]

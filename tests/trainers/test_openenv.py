@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import httpx2 as httpx
 import pytest
 
-from aworld_gym.mcp.shared import free_port
+from aworld_gym.mcp.transports.shared import free_port
 from tests.helpers import ANSWER, CALL, ROOT, demo_env_kwargs, stdio_config, wait_until
 
 OPENENV_PY = Path(os.environ.get("OPENENV_PYTHON") or ROOT / ".venv-swift/bin/python")

@@ -266,7 +266,7 @@ def test_an_unknown_task_id_costs_no_env():
 def test_the_record_file_has_one_writer_and_keeps_every_episode(tmp_path):
     """A second server on the same --out is refused (two appended to it at once); the same task run twice is
     recorded twice (the file is a log of served episodes, not keyed by task)."""
-    from aworld_gym.rollout.sink_files import OutputBusy
+    from aworld_gym.rollout.sinks.sink_files import OutputBusy
     from aworld_gym.trainers.openenv import EnvServer
 
     out = tmp_path / "served.jsonl"

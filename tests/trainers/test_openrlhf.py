@@ -13,8 +13,8 @@ import pytest
 agent = pytest.importorskip("openrlhf.utils.agent")
 from transformers import AutoTokenizer  # noqa: E402
 
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from aworld_gym.trainers.openrlhf import AgentExecutor, AWorldAgentInstance, spans  # noqa: E402
-from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens, stdio_config  # noqa: E402
 
 

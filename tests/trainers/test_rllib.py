@@ -9,8 +9,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from aworld_gym.fixtures.toy import TOOL_MENU, learning_criterion, tool_choice_env_kwargs  # noqa: E402
 from aworld_gym.trainers.rllib import MenuActions, make_env, register_all  # noqa: E402
-from aworld_gym.trainers.toy import TOOL_MENU, learning_criterion, tool_choice_env_kwargs  # noqa: E402
 
 
 def tool_call(name: str, a: int, b: int) -> str:

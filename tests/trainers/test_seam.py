@@ -14,7 +14,7 @@ def test_the_guide_builds_both_adapters_on_the_seam_module_alone():
     text = (ROOT / "docs" / "trainer-adapter.md").read_text()
     imports = set(re.findall(r"^from (aworld_gym[\w.]*) import", text, re.MULTILINE))
     # the seam, and the tiny offline Qwen3 the example's scripted model uses (a test fixture, not a piece of the seam)
-    assert imports == {"aworld_gym.trainers.seam", "aworld_gym.trainers.tiny_qwen3"}
+    assert imports == {"aworld_gym.trainers.seam", "aworld_gym.fixtures.tiny_qwen3"}
     assert "SyncTextEpisode" in text and "run_pooled" in text  # the trainer drives the loop / we drive it
 
 

@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("transformers")
 from transformers import AutoTokenizer
 
+from aworld_gym.rollout.tokens import ChatTokens
 from aworld_gym.trainers.slime import generate, reward
-from aworld_gym.trainers.token_rollout import ChatTokens
 from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens
 
 

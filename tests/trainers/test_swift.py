@@ -28,7 +28,7 @@ from swift.infer_engine.protocol import (  # noqa: E402
 from swift.rollout import envs, invoke_async_hook, multi_turns, run_multi_turn  # noqa: E402
 from swift.utils import import_external_file  # noqa: E402
 
-from aworld_gym.mcp.shared import free_port  # noqa: E402
+from aworld_gym.mcp.transports.shared import free_port  # noqa: E402
 from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, ROOT, demo_env_kwargs, scripted_tokens, stdio_config, wait_until  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 import aworld_gym  # noqa: F401
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.rewards import resolve_hooks
-from aworld_gym.trainers.toy import (
+from aworld_gym.fixtures.toy import (
     demo_actions,
     learning_criterion,
     lookup_table,
@@ -66,10 +66,10 @@ def test_a_right_answer_scores_only_with_the_tasks_own_tool_call():
 
 
 def test_reward_hooks_by_import_path():
-    hooks = resolve_hooks(["aworld_gym.trainers.toy:TOOL_CHOICE_HOOKS"])
+    hooks = resolve_hooks(["aworld_gym.fixtures.toy:TOOL_CHOICE_HOOKS"])
     assert [h.on for h in hooks] == ["step", "step", "step", "episode"]
-    assert resolve_hooks(["aworld_gym.trainers.toy:right_tool"])[0].fn.__name__ == "right_tool"
-    for bad in ("no_colon", "aworld_gym.trainers.toy:missing", "no.such.module:x"):
+    assert resolve_hooks(["aworld_gym.fixtures.toy:right_tool"])[0].fn.__name__ == "right_tool"
+    for bad in ("no_colon", "aworld_gym.fixtures.toy:missing", "no.such.module:x"):
         with pytest.raises(ConfigError):
             resolve_hooks([bad])
 

@@ -12,9 +12,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import aworld_gym  # noqa: F401
 from aworld_gym.rollout.collect import collect
-from aworld_gym.rollout.hf_policy import HFPolicy
+from aworld_gym.rollout.policies.hf_policy import HFPolicy
 from aworld_gym.rollout.stream import stream
-from aworld_gym.trainers.token_rollout import ChatTokens
+from aworld_gym.rollout.tokens import ChatTokens
 from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
 from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs, scripted_tokens
 from tests.trainers.test_trl import RecordingTrainer, batch_rows, config

@@ -15,9 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from aworld_gym.envs.code.tasks import solution_of  # noqa: E402
-from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
-from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode  # noqa: E402
-from aworld_gym.trainers.toy import (  # noqa: E402
+from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
+from aworld_gym.fixtures.toy import (  # noqa: E402
     demo_actions,
     learning_criterion,
     sample_episodes,
@@ -26,6 +25,8 @@ from aworld_gym.trainers.toy import (  # noqa: E402
     warm_start,
     warm_start_demonstrations,
 )
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
+from aworld_gym.trainers.seam.token_rollout import scripted_episode  # noqa: E402
 from aworld_gym.trainers.trl import (  # noqa: E402
     component_reward,
     ensure_tool_parser,
@@ -292,7 +293,7 @@ def test_sampled_logprobs_are_the_models(tiny):
     model, tok = load(tiny)
     model.eval()
     chat = ChatTokens(tok)
-    from aworld_gym.trainers.token_rollout import token_episodes
+    from aworld_gym.trainers.seam.token_rollout import token_episodes
 
     torch.manual_seed(0)
     eps = token_episodes(lambda: gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs()),
@@ -486,7 +487,7 @@ class RaisingStep(gym.Wrapper):
 
 def test_env_that_raises_ends_only_its_episode(tiny):
     """An env whose step raises ends that episode with env_error (void); the rest of the batch still runs."""
-    from aworld_gym.trainers.token_rollout import token_episodes
+    from aworld_gym.trainers.seam.token_rollout import token_episodes
     from aworld_gym.trainers.trl import adhoc_task, prompt_text
 
     model, tok = load(tiny)

@@ -23,10 +23,10 @@ from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from aworld_gym.base.errors import ConfigError  # noqa: E402
+from aworld_gym.fixtures.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
+from aworld_gym.fixtures.toy import tool_choice_env_kwargs  # noqa: E402
+from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from aworld_gym.trainers import recipes_dir  # noqa: E402
-from aworld_gym.trainers.tiny_qwen3 import build_tiny_qwen3  # noqa: E402
-from aworld_gym.trainers.token_rollout import ChatTokens  # noqa: E402
-from aworld_gym.trainers.toy import tool_choice_env_kwargs  # noqa: E402
 from aworld_gym.trainers.verl import POOL, AWorldAgentLoop  # noqa: E402
 
 CALL = '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
@@ -268,7 +268,8 @@ def test_the_same_trajectory_as_the_drivers_token_mode(tokenizer):
     """The verl face is the episode driver: the same scripted turns give the same token ids, mask and turns."""
     import gymnasium as gym
 
-    from aworld_gym.trainers.token_rollout import ChatTokens, scripted_episode
+    from aworld_gym.rollout.tokens import ChatTokens
+    from aworld_gym.trainers.seam.token_rollout import scripted_episode
 
     env = gym.make("AWorld/MCP-v0", **tool_choice_env_kwargs(**FIXED))
     try:

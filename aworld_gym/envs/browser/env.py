@@ -31,7 +31,7 @@ from aworld_gym.envs.browser.observe import OBS_MODES, SCREENSHOT_CODE, Element,
 from aworld_gym.envs.browser.page_js import NAME_CLICKABLE_JS
 from aworld_gym.envs.browser.playwright import own_browser_entry
 from aworld_gym.envs.browser.tasks import miniwob_tasks, shared_pages
-from aworld_gym.mcp.hub import SERVER_DIED, TIMEOUT, ToolResult
+from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, ToolResult
 
 # What the agent may call. Not exposed: browser_evaluate / browser_run_code_unsafe (JavaScript),
 # browser_file_upload / browser_drop (files), browser_tabs (new tabs at any URL), screenshots, network and

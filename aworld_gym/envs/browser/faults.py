@@ -30,7 +30,7 @@ from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.answers import result_json
 from aworld_gym.envs.browser.playwright import processes_with
 from aworld_gym.envs.browser.reference import BrowserReferencePolicy
-from aworld_gym.mcp.proctree import descendants
+from aworld_gym.mcp.transports.proctree import descendants
 
 FAULTS = ("renderer", "browser", "server", "hang")
 WIDE = frozenset({"browser", "server"})  # faults that reach every env on the same browser

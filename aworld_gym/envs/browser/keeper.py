@@ -22,8 +22,8 @@ import time
 
 from aworld_gym.base.errors import ServerError
 from aworld_gym.mcp.config import ServerSpec
-from aworld_gym.mcp.connection import Connection
 from aworld_gym.mcp.loop import get_loop
+from aworld_gym.mcp.transports.connection import Connection
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from typing import Any
 from aworld_gym.base import scratch
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.keeper import Keeper
-from aworld_gym.mcp.proctree import descendants, kill, stat
-from aworld_gym.mcp.shared import SharedServer, shared_instance
+from aworld_gym.mcp.transports.proctree import descendants, kill, stat
+from aworld_gym.mcp.transports.shared import SharedServer, shared_instance
 
 PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
 VIEWPORT = "640x480"

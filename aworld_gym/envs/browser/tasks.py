@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.task import Task
 from aworld_gym.mcp.serving import TOKEN_ENV
-from aworld_gym.mcp.shared import SharedServer, shared_instance
+from aworld_gym.mcp.transports.shared import SharedServer, shared_instance
 
 INSTALL_HINT = (
     "the MiniWoB++ task pages come from the `miniwob` package: pip install --no-deps miniwob==1.1.0 "

@@ -15,7 +15,7 @@ from typing import Any
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.envs.browser.playwright import PlaywrightServer
 from aworld_gym.envs.gaia.web_proxy import WebGuard
-from aworld_gym.mcp.shared import shared_instance
+from aworld_gym.mcp.transports.shared import shared_instance
 
 
 class GuardedBrowser(PlaywrightServer):

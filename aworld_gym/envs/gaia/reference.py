@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aworld_gym.rollout.plan import PlanPolicy
+from aworld_gym.rollout.policies.plan import PlanPolicy
 
 
 class GAIAReferencePolicy(PlanPolicy):

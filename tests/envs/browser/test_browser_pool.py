@@ -94,7 +94,7 @@ def test_active_browsers_come_from_the_argument_the_environment_or_the_cpus(monk
 
 def test_worker_processes_share_the_machines_browser_slots(monkeypatch):
     """A process engine's workers (or a node's Ray actors) each get their share: the gate is per process."""
-    from aworld_gym.rollout.ray_worker import EpisodeWorker
+    from aworld_gym.rollout.engines.ray_worker import EpisodeWorker
 
     monkeypatch.delenv(browsers.ACTIVE_ENV, raising=False)
     monkeypatch.setattr(browsers.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)

@@ -133,7 +133,7 @@ def test_a_vision_model_solves_by_coordinates_and_its_screenshots_are_files(tmp_
     """OpenAIPolicy sends the screenshots as image parts; a stand-in vision model (OCR) clicks by coordinates; the
     trajectory names PNG files holding exactly the images the model got, and carries no image inline."""
     from aworld_gym.rollout.driver import run_episode
-    from aworld_gym.rollout.openai_policy import OpenAIPolicy
+    from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
     from tests.vision_standin import ScreenClicker
 
     with ScreenClicker() as model, browser_env(task="click-button", obs_mode="screenshot", max_turns=3) as env:

@@ -11,7 +11,7 @@ import pytest
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.envs.browser.answers import as_timeout, starved
-from aworld_gym.mcp.hub import TIMEOUT, TOOL_ERROR, ToolResult
+from aworld_gym.mcp.results import TIMEOUT, TOOL_ERROR, ToolResult
 from aworld_gym.rollout.driver import run_episode
 from tests.envs.browser.test_browser import browser_env
 from tests.envs.browser.test_browser import pytestmark as needs_browser

@@ -9,7 +9,7 @@ import json
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
 from aworld_gym.envs.browser.env import BrowserEnv
-from aworld_gym.mcp.hub import ToolResult
+from aworld_gym.mcp.results import ToolResult
 from tests.envs.browser.test_browser import browser_env
 from tests.envs.browser.test_browser import pytestmark as needs_browser
 
