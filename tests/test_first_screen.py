@@ -57,5 +57,17 @@ def test_the_suites_size_and_time_are_on_one_page():
     counted = re.compile(r"\b\d[\d,]* tests\b")
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     stating = [p.name for p in pages if counted.search(p.read_text())]
-    assert stating == ["getting-started.md"], f"the suite's size is stated on {stating}; one page says it"
-    assert len(counted.findall((ROOT / "docs" / "getting-started.md").read_text())) == 1  # one figure, one run
+    assert stating == ["testing.md"], f"the suite's size is stated on {stating}; one page says it"
+    assert len(counted.findall((ROOT / "docs" / "testing.md").read_text())) == 1  # one figure, one run
+
+
+def test_getting_started_teaches_before_it_reports():
+    """Getting started is a tutorial: it says to activate the venv before the first example, and the test suite's
+    history lives on the testing page (issue 46)."""
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    assert "source .venv/bin/activate" in page
+    assert page.index("source .venv/bin/activate") < page.index("## A first environment")
+    assert "pytest-xdist" not in page and "SECURITY TESTS SKIPPED" not in page
+    assert len(page.split()) < 800, "a tutorial, not a changelog"
+    readme = (ROOT / "README.md").read_text().splitlines()[:SCREEN]
+    assert any("source .venv/bin/activate" in line for line in readme), "README's first screen says to activate"
