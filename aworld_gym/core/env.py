@@ -12,7 +12,9 @@ reset: :meth:`prepare_episode`, the servers learn of the episode, :meth:`abegin_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
 
@@ -20,18 +22,19 @@ import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
+from aworld_gym.core.actions import ParsedAction, get_parser
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
-from aworld_gym.core.prompts import TOOL_FORMATS, describe_tool_change, render_system_prompt
+from aworld_gym.core.prompts import describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
-from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
+from aworld_gym.core.rewards import Rubric, StepContext, default_hooks, get_scorer
 from aworld_gym.core.running import Episode, EpisodeRules
 from aworld_gym.core.scoring import contains_match, exact_match
+from aworld_gym.core.settings import FLAT, GROUPS, Limits, Rendering, Rewards, Settings, unknown_keyword
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer
-from aworld_gym.mcp.capabilities import parse_capabilities
-from aworld_gym.mcp.hub import Guard, ToolHub
+from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import ToolResult
 
 __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
@@ -40,48 +43,25 @@ __all__ = ["TRUNCATION_REASONS", "MCPEnv", "TaskState"]
 class MCPEnv(HoldsResources, gym.Env[str, str]):
     """A text-action environment over MCP tool servers.
 
+    Settings come in four typed groups (:mod:`aworld_gym.core.settings`), or as the flat keywords ``gym.make``
+    passes (``max_turns=3``, ``tool_timeout=5``...), mapped onto the groups in one table (``settings.FLAT``);
+    setting one field both ways is a :class:`ConfigError`, as is an unknown keyword.
+
     Args:
         mcp_config: AWorld-style ``{"mcpServers": {...}}`` (dict, JSON text or path); a value may be a
             :class:`~aworld_gym.core.resources.LocalServer` (a shared local server the env holds).
         tasks: a .jsonl/.json path, a list of dicts or :class:`Task`, or a ``datasets.Dataset``.
         servers: in-process MCP server objects (or zero-argument factories) by name.
         tools: plain typed Python functions, served as the in-process MCP server ``tools``.
-        scorer: ``"exact"``, ``"contains"``, another registered name, or ``(answer, task) -> float``.
-        action_format: a registered parser name (``"hermes"``) or an :class:`ActionParser`.
-        system_prompt: the preamble of the system prompt (the tool list is appended).
-        tool_format: how the system prompt lists the tools: ``"full"`` (their JSON schemas, as Qwen3's chat
-            template writes them) or ``"compact"`` (one line each: name, typed parameters, the first sentence of
-            the description); ``info["tools"]`` always holds the full schemas.
-        allow_tools: glob patterns of the tools the agent may use (default: all).
-        deny_tools: glob patterns of tools the agent may not use.
-        guard: ``guard(tool, arguments) -> None | reason`` sees every agent call and may refuse it (``refused``).
-        hidden_arguments: ``{tool: [argument, ...]}`` removed from the agent's schemas (a call using them is refused).
-        sequential_calls: run a turn's tool calls one after another, in order (one stateful page), not concurrently.
-        elicitation: how a server's request for input during a tool call is answered: ``"decline"`` (the default:
-            the call's result becomes an error the model sees), ``"accept_defaults"`` (the form's defaults) or
-            ``fn(message, requested_schema) -> dict | None`` (``None`` declines): :mod:`aworld_gym.mcp.capabilities`.
-        sampling: a server's request for a model completion: refused (``None``, the default), or sent to an
-            OpenAI-compatible endpoint ``{"base_url", "model", "api_key"?}`` or to ``fn(messages, options)``.
-        roots: folders or ``file://`` URIs listed to servers that ask for roots (``"{work}"``: :meth:`work_folders`);
-            ``None``: the roots capability is not declared. A server entry's own three keys win over these.
-        tool_images: show images from tool results to the model as image parts (``True``); ``False`` keeps them
-            text placeholders (text-only models); or a dict of :class:`~aworld_gym.mcp.results.images.ImageLimits` fields.
-        tool_timeout: default per-call timeout in seconds (a server's own ``timeout`` wins).
-        max_turns: turn limit (``gym.make``'s ``max_episode_steps`` applies too: the smaller one wins).
-        max_episode_chars: character budget over all actions and observations (truncates: ``token_budget``).
-        max_tool_output_chars: tool output beyond this is cut, with a note.
-        max_tool_output_tokens: what the model is shown of each tool result is cut at this many tokens of
-            ``tokenizer`` (an object with ``encode``/``decode``, or a local folder), with a note.
-        max_argument_chars: a call whose JSON arguments are longer is refused.
-        max_argument_depth: arguments nested deeper are refused (``invalid_arguments``).
-        max_observation_chars: bound of the observation space.
-        reward_hooks: hooks replacing the defaults (task score, format and tool-error penalties); see
-            :mod:`aworld_gym.core.rewards` for weights, async hooks, episode and group hooks.
-        truncate_on_infra_error: end the episode (``tool_timeout`` / ``env_crash``) when a tool times out or its
-            server dies; otherwise the model sees the error and goes on.
-        strict: re-raise the env's own bugs (a task or reward hook that raises, a parser that fails) instead of
-            recording them (``env_crash``, ``info["reward_errors"]``): for people writing envs.
+        limits: turn and size limits, infrastructure failures: :class:`~aworld_gym.core.settings.Limits`.
+        tool_options: what tool calls may do and how they run: :class:`~aworld_gym.mcp.options.ToolOptions`.
+        rewards: the scorer, reward hooks, ``strict``: :class:`~aworld_gym.core.settings.Rewards`.
+        rendering: the parser, system prompt and tool list format: :class:`~aworld_gym.core.settings.Rendering`.
+        settings: all four groups at once (:class:`~aworld_gym.core.settings.Settings`, what a subclass env passes
+            after adding its own defaults); then no group or flat keyword may be given too.
         render_mode: ``"ansi"`` (``render()`` returns the last turn) or ``"human"`` (prints it).
+        **keywords: the flat form of the settings (``max_turns``, ``tool_timeout``, ``allow_tools``, ``scorer``,
+            ``system_prompt``...: each documented on its group's field).
     """
 
     # render_fps: Gymnasium's checker and its PassiveEnvChecker require > 0 for any render mode; a text turn has
@@ -98,48 +78,36 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         *,
         servers: Mapping[str, Any] | None = None,
         tools: Sequence[Callable[..., Any]] | None = None,
-        scorer: str | Scorer | None = "exact",
-        action_format: str | ActionParser | None = None,
-        system_prompt: str | None = None,
-        tool_format: str = "full",
-        allow_tools: Iterable[str] | None = None,
-        deny_tools: Iterable[str] | None = None,
-        guard: Guard | None = None,
-        hidden_arguments: Mapping[str, Iterable[str]] | None = None,
-        sequential_calls: bool = False,
-        elicitation: str | Callable[..., Any] = "decline",
-        sampling: Mapping[str, Any] | Callable[..., Any] | None = None,
-        roots: Sequence[str | Path] | None = None,
-        tool_images: bool | Mapping[str, Any] | Any = True,
-        tool_timeout: float = 60.0,
-        max_turns: int | None = None,
-        max_episode_chars: int | None = None,
-        max_tool_output_chars: int = 20_000,
-        max_tool_output_tokens: int | None = None,
-        tokenizer: Any = None,
-        max_argument_chars: int = 200_000,
-        max_argument_depth: int = 32,
-        max_observation_chars: int = 1_000_000,
-        reward_hooks: Sequence[Any] | None = None,
-        truncate_on_infra_error: bool = True,
-        strict: bool = False,
+        limits: Limits | None = None,
+        tool_options: ToolOptions | None = None,
+        rewards: Rewards | None = None,
+        rendering: Rendering | None = None,
+        settings: Settings | None = None,
         render_mode: str | None = None,
+        **keywords: Any,
     ) -> None:
         self._holdings: Holdings = getattr(self, "_holdings", None) or Holdings()
         self._closed = False
+        where = type(self).__name__
         try:
+            groups = {"limits": limits, "tool_options": tool_options, "rewards": rewards, "rendering": rendering}
+            keywords.update((name, obj) for name, obj in groups.items() if obj is not None)
+            taken = Settings.take(where, keywords)
+            if keywords:
+                raise unknown_keyword(where, next(iter(keywords)), self._keyword_names())
+            if settings is None:
+                settings = taken
+            elif taken.given or any(obj is not None for obj in groups.values()):
+                raise ConfigError(f"{where}: settings= holds every group; give it alone, not with groups or keywords")
             if tasks is None:
                 raise ConfigError("MCPEnv needs tasks=: a .jsonl path, a list of dicts, or a datasets.Dataset")
             if render_mode is not None and render_mode not in self.metadata["render_modes"]:
                 raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-            if max_turns is not None and max_turns < 1:
-                raise ConfigError("max_turns must be at least 1")
-            if tool_format not in TOOL_FORMATS:
-                raise ConfigError(f"tool_format must be one of {TOOL_FORMATS}, not {tool_format!r}")
-            self.tokenizer = load_tokenizer(tokenizer, max_tool_output_tokens)
+            self.settings = settings
+            self.tokenizer = load_tokenizer(settings.limits.tokenizer)
             self.tasks: TaskSource = load_tasks(tasks)
-            self.scorer = get_scorer(scorer)
-            self.parser = get_parser(action_format)
+            self.scorer = get_scorer(settings.rewards.scorer)
+            self.parser = get_parser(settings.rendering.action_format)
             servers = dict(servers or {})
             if tools:
                 from aworld_gym.mcp.functions import function_server
@@ -147,44 +115,50 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 if "tools" in servers:
                     raise ConfigError("tools= makes the in-process server 'tools': rename your server of that name")
                 servers["tools"] = function_server(list(tools))
-            caps = parse_capabilities(
-                elicitation, sampling, roots, work_folders=self.work_folders(), where=type(self).__name__
-            )
             self.hub = ToolHub(
                 self._holdings.resolve(mcp_config),
                 servers=servers,
-                allow=allow_tools,
-                deny=deny_tools,
-                call_timeout=tool_timeout,
-                max_output_chars=max_tool_output_chars,
-                max_argument_chars=max_argument_chars,
-                max_argument_depth=max_argument_depth,
-                guard=guard,
-                hidden_arguments=hidden_arguments,
-                sequential=sequential_calls,
-                capabilities=caps,
-                tool_images=tool_images,
+                options=settings.tool_options,
+                work_folders=self.work_folders(),
+                where=where,
             )
-            self.rubric = Rubric(reward_hooks if reward_hooks is not None else default_hooks(), strict=strict)
-            self.observation_space = UnicodeText(max_observation_chars)
-            self.action_space = UnicodeText(max_observation_chars)
+            hooks = settings.rewards.hooks
+            self.rubric = Rubric(list(hooks) if hooks is not None else default_hooks(), strict=settings.rewards.strict)
+            self.observation_space = UnicodeText(settings.limits.max_observation_chars)
+            self.action_space = UnicodeText(settings.limits.max_observation_chars)
         except BaseException:
             self._failed_init()
             raise
-        self.preamble = system_prompt
-        self.tool_format = tool_format
-        self.max_turns = max_turns
-        self.max_episode_chars = max_episode_chars
-        self.max_tool_output_tokens = max_tool_output_tokens
-        self.strict = strict
-        self.truncate_on_infra_error = truncate_on_infra_error
         self.render_mode = render_mode
         self.episode: Episode | None = None  # the running (or last) episode: made at each reset
         self._pending_limit: int | None = None  # what the async face (or a TurnLimit) said this reset
-        self.turn_limit: int | None = max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
+        self.turn_limit: int | None = self.max_turns  # the smallest of max_turns and the TimeLimits' (limit_turns)
         self._tools: list[dict[str, Any]] | None = None
         self._tools_version = 0  # the hub's tools_version that ``_tools`` was read at (:meth:`_tool_change`)
         self._system: str | None = None
+
+    # ----- the settings, read-only (change them by making a new env) ---------------------------------------
+    limits = property(attrgetter("settings.limits"), doc="Turn and size limits (:class:`Limits`).")
+    tool_options = property(attrgetter("settings.tool_options"), doc="The hub's options (:class:`ToolOptions`).")
+    rewards = property(attrgetter("settings.rewards"), doc="Scorer, reward hooks, strict (:class:`Rewards`).")
+    rendering = property(attrgetter("settings.rendering"), doc="Parser, system prompt, tool list (:class:`Rendering`).")
+    # The fields read most, under the names they had before the groups (``env.max_turns``, ``env.strict``...).
+    max_turns = property(attrgetter("settings.limits.max_turns"))
+    max_episode_chars = property(attrgetter("settings.limits.max_episode_chars"))
+    max_tool_output_tokens = property(attrgetter("settings.limits.max_tool_output_tokens"))
+    truncate_on_infra_error = property(attrgetter("settings.limits.truncate_on_infra_error"))
+    strict = property(attrgetter("settings.rewards.strict"))
+    preamble = property(attrgetter("settings.rendering.system_prompt"))
+    tool_format = property(attrgetter("settings.rendering.tool_format"))
+
+    @classmethod
+    def _keyword_names(cls) -> list[str]:
+        """Every keyword this class takes (its own, MCPEnv's, the settings'), for an unknown one's suggestion."""
+        names = [*FLAT, *GROUPS]
+        for klass in {cls, MCPEnv}:
+            names += [p.name for p in inspect.signature(klass.__init__).parameters.values()
+                      if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]  # fmt: skip
+        return names
 
     # ----- Gymnasium API ---------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -6,14 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aworld_gym.base.errors import ConfigError
 
-
-def load_tokenizer(spec: Any, limit: int | None) -> Any:
-    """A tokenizer object (anything with ``encode``/``decode``) or a local folder for ``AutoTokenizer``; required
-    when ``limit`` (``max_tool_output_tokens``) is set."""
-    if limit is not None and (limit < 1 or spec is None):
-        raise ConfigError("max_tool_output_tokens needs tokenizer= (the policy model's tokenizer or its folder), >= 1")
+def load_tokenizer(spec: Any) -> Any:
+    """A tokenizer object (anything with ``encode``/``decode``), or one loaded from a local folder (``AutoTokenizer``).
+    ``Limits`` checks that ``max_tool_output_tokens`` has one."""
     if spec is None or not isinstance(spec, str | os.PathLike):
         return spec
     from transformers import AutoTokenizer

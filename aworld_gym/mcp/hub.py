@@ -14,16 +14,15 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
-from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
-from aworld_gym.mcp.capabilities import Capabilities
-from aworld_gym.mcp.config import ServerSpec, count, parse_mcp_config, seconds
+from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.loop import HubLoop
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.redact import module_logger, redact, redact_json
 from aworld_gym.mcp.results import (
     REFUSED,
@@ -33,7 +32,6 @@ from aworld_gym.mcp.results import (
     cap_images,
     render_content,
 )
-from aworld_gym.mcp.results.images import ImageLimits, image_limits
 from aworld_gym.mcp.tools.arguments import check_arguments, json_problem
 from aworld_gym.mcp.tools.calls import make_result, send, send_internal
 from aworld_gym.mcp.tools.guard import guarded_step, run_calls
@@ -42,14 +40,10 @@ from aworld_gym.mcp.transports.connection import Connection
 from aworld_gym.mcp.transports.pool import POOL
 from aworld_gym.mcp.watchdog import Watchdog
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "META_PREFIX", "Guard", "ToolHub"]
+__all__ = ["META_PREFIX", "ToolHub"]
 
 logger = module_logger(__name__)
 META_PREFIX = "aworld_gym/"
-DEFAULT_CALL_TIMEOUT_S = 60.0
-
-# guard(tool_name, arguments) -> None to let the call through, or the reason it is refused.
-Guard = Callable[[str, Mapping[str, Any]], "str | None"]
 T = TypeVar("T")
 
 
@@ -74,25 +68,12 @@ class ToolHub:
     Args:
         mcp_config: AWorld-style ``{"mcpServers": {...}}`` (dict, JSON text or path).
         servers: in-process MCP server objects by name.
-        allow: glob patterns of tools the agent may use (matched against the tool name, the exposed name and
-            ``server__tool``); ``None`` allows all.
-        deny: glob patterns of tools hidden from the agent (applied after ``allow``).
-        call_timeout: default per-call timeout in seconds (a server's own ``timeout`` takes precedence).
-        max_argument_chars: a call whose JSON arguments are longer is refused (``too_large``).
-        max_argument_depth: a call whose arguments nest objects and arrays deeper (the arguments object counts as
-            1) is refused (``invalid_arguments``), like arguments that JSON-RPC cannot carry at all (a lone
-            surrogate, ``NaN``, a key that is not a string).
-        max_output_chars: tool output beyond this is cut, with a note saying so.
-        restart: restart a server whose connection died (at the next call or reset).
-        guard: ``guard(tool_name, arguments)`` sees every agent call before it is sent and returns ``None`` or
-            the reason to refuse it (the agent gets ``Error: <reason>``, kind ``refused``).
-        hidden_arguments: ``{tool name: [argument, ...]}`` removed from the agent's schemas, so that a call
-            using them is refused as an unknown argument (e.g. a ``filename`` that would write a file).
-        sequential: run a turn's calls one after another, in the order given, instead of concurrently (one
-            stateful page: type, type, click). Also settable as the attribute of the same name.
-        capabilities: how the sessions answer their servers' elicitation, sampling and roots requests (default:
-            decline, refuse, no roots; :mod:`~aworld_gym.mcp.capabilities`); a server entry's own keys win.
-        tool_images: images of tool results shown as images: ``True``, ``False`` or limits (``mcp.results.images``).
+        specs: parsed server specs instead of ``mcp_config`` and ``servers``.
+        options: every setting of the calls (allow/deny lists, guard, timeout, output and argument limits, images,
+            how server requests are answered...), one field each: :class:`~aworld_gym.mcp.options.ToolOptions`.
+            ``hub.options`` may be replaced between steps (e.g. ``dataclasses.replace(hub.options, sequential=True)``).
+        work_folders: what ``"{work}"`` in ``options.roots`` (and in a server entry's own ``roots``) stands for.
+        where: who made the hub, as errors about its roots name it (``MCPEnv``).
     """
 
     def __init__(
@@ -101,37 +82,14 @@ class ToolHub:
         *,
         servers: Mapping[str, Any] | None = None,
         specs: Sequence[ServerSpec] | None = None,
-        allow: Iterable[str] | None = None,
-        deny: Iterable[str] | None = None,
-        call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
-        max_argument_chars: int = 200_000,
-        max_argument_depth: int = 32,
-        max_output_chars: int = 20_000,
-        restart: bool = True,
-        guard: Guard | None = None,
-        hidden_arguments: Mapping[str, Iterable[str]] | None = None,
-        sequential: bool = False,
-        capabilities: Capabilities | None = None,
-        tool_images: bool | Mapping[str, Any] | ImageLimits = True,
+        options: ToolOptions | None = None,
+        work_folders: Iterable[str | Path] = (),
+        where: str = "ToolHub",
     ) -> None:
-        call_timeout = seconds(call_timeout, "ToolHub: call_timeout")
-        count(max_argument_depth, "ToolHub: max_argument_depth (the arguments object itself is 1)")
-        count(max_argument_chars, "ToolHub: max_argument_chars")
-        count(max_output_chars, "ToolHub: max_output_chars")
+        self.options = options if options is not None else ToolOptions()
         self.specs = list(specs) if specs is not None else parse_mcp_config(mcp_config, servers)
-        self.allow = list(allow) if allow is not None else None
-        self.deny = list(deny or [])
-        self.call_timeout = float(call_timeout)
-        self.max_argument_chars = max_argument_chars
-        self.max_argument_depth = max_argument_depth
-        self.max_output_chars = max_output_chars
-        self.restart = restart
-        self.guard = guard
-        self.sequential = sequential  # run a turn's calls one after another (a single stateful page)
-        self.capabilities = capabilities or DEFAULT_CAPABILITIES
+        self.capabilities = self.options.capabilities(work_folders, where)
         self._caps = {s.name: self.capabilities.merged(s.capabilities, f"mcpServers[{s.name!r}]") for s in self.specs}
-        self.hidden_arguments = {k: frozenset(v) for k, v in (hidden_arguments or {}).items()}
-        self.images = image_limits(tool_images)
         self.session_id = uuid.uuid4().hex
         self.episode = 0
         self.files: tuple[str, ...] = ()
@@ -271,7 +229,7 @@ class ToolHub:
         }
 
     async def _ensure_alive(self, conn: Connection) -> None:
-        if conn.alive or not self.restart or self._closed:
+        if conn.alive or not self.options.restart or self._closed:
             return
         if conn.restart_lock is None:
             conn.restart_lock = asyncio.Lock()
@@ -311,20 +269,24 @@ class ToolHub:
         if not self._started:
             await self._astart()
         await self._refresh_tools()  # tools/list_changed: the table changes between steps, never during one
-        step = run_calls(self._call_one, calls, self.sequential)  # bounded even if a call ignores its cancellation
+        step = run_calls(
+            self._call_one, calls, self.options.sequential
+        )  # bounded even if a call ignores its cancellation
         results = await guarded_step(step, calls, self._conns, self._step_timeout())
         await self._refresh_tools()
         results = [_hide_secrets(r) for r in results]  # a config's secrets, echoed by a server or an error
-        return cap_images(results, self.images)  # the step's image limits, in call order
+        return cap_images(results, self.options.images)  # the step's image limits, in call order
 
     def _timeout(self, conn: Connection) -> float:
-        return conn.spec.timeout or self.call_timeout
+        return conn.spec.timeout or self.options.timeout
 
     def _rebuild_tools(self) -> None:
         """(Re)build the tool table from the connections' tool lists; a rebuild that changes what the agent reads
         (names, descriptions, schemas) adds 1 to ``tools_version``."""
         before = openai_tools(self._tools.values()) if self._listed else None
-        self._tools = build_tools(self._conns, allow=self.allow, deny=self.deny, hidden_arguments=self.hidden_arguments)
+        options = self.options
+        self._tools = build_tools(self._conns, allow=options.allow, deny=options.deny,
+                                  hidden_arguments=options.hidden_arguments)  # fmt: skip
         self._listed = tuple(c.tools_version for c in self._conns)
         if before is not None and openai_tools(self._tools.values()) != before:
             self.tools_version += 1
@@ -333,13 +295,13 @@ class ToolHub:
         """Between steps: re-list the tools of servers that sent ``tools/list_changed``, and rebuild the table when
         any server's list is new (a re-listing, a restart)."""
         for conn in self._conns:  # the servers that said their tools changed re-list them
-            await conn.relist(self.call_timeout)
+            await conn.relist(self.options.timeout)
         if self._listed != tuple(c.tools_version for c in self._conns):
             self._rebuild_tools()
 
     def _step_timeout(self) -> float:
         if self._step_timeout_s is None:
-            slowest = max((s.timeout or self.call_timeout for s in self.specs), default=self.call_timeout)
+            slowest = max((s.timeout or self.options.timeout for s in self.specs), default=self.options.timeout)
             self._step_timeout_s = slowest + 90.0  # restart + connect time on top of the slowest call
         return self._step_timeout_s
 
@@ -350,15 +312,16 @@ class ToolHub:
             names = ", ".join(tool or self._tools) or "(none)"
             which = "Call it by one of these names" if tool else "Available tools"
             return ToolResult(call, f"Error: unknown tool {call.name!r}. {which}: {names}.", UNKNOWN_TOOL)
-        if self.guard is not None:
+        guard = self.options.guard
+        if guard is not None:
             try:
-                reason = self.guard(tool.name, call.arguments)
+                reason = guard(tool.name, call.arguments)
             except Exception as exc:  # noqa: BLE001 - a failing guard refuses, it does not crash the step
                 reason = f"the call could not be checked ({type(exc).__name__}: {exc})"
             if reason is not None:
                 return ToolResult(call, f"Error: {reason}", REFUSED, server=tool.conn.spec.name)
         problem = check_arguments(
-            tool, call.arguments, max_chars=self.max_argument_chars, max_depth=self.max_argument_depth
+            tool, call.arguments, max_chars=self.options.max_argument_chars, max_depth=self.options.max_argument_depth
         )
         if problem is not None:
             kind, text = problem
@@ -369,19 +332,19 @@ class ToolHub:
                 await self._ensure_alive(conn)
             except ServerError as exc:
                 text = f"Error: tool server {conn.spec.name!r} is down: {exc}"
-                return make_result(call, tool, text, SERVER_DIED, start, self.max_output_chars)
+                return make_result(call, tool, text, SERVER_DIED, start, self.options.max_output_chars)
         if not conn.alive or conn.client is None:
             text = f"Error: tool server {conn.spec.name!r} is down."
-            return make_result(call, tool, text, SERVER_DIED, start, self.max_output_chars)
+            return make_result(call, tool, text, SERVER_DIED, start, self.options.max_output_chars)
         sent = send(
             tool,
             call,
             meta=self._meta(),
             timeout=self._timeout(conn),
             watchdog=self._watchdog,
-            max_output_chars=self.max_output_chars,
+            max_output_chars=self.options.max_output_chars,
             start=start,
-            images=self.images,
+            images=self.options.images,
         )
         return await conn.requests.during(sent)  # what the server asks during the call is recorded on it
 
@@ -393,7 +356,7 @@ class ToolHub:
                      any(t.name == raw for t in c.tools)), None)  # fmt: skip
         if conn is None:
             raise ServerError(f"no server has a tool named {name!r}")
-        problem = json_problem(arguments, self.max_argument_depth)
+        problem = json_problem(arguments, self.options.max_argument_depth)
         if problem is not None:  # sending them would kill the session
             raise ServerError(f"the arguments of {name!r} cannot be sent: {problem}")
         await self._ensure_alive(conn)

@@ -42,12 +42,13 @@ def config(server):
     return {"mcpServers": {"demo": build_server, "local": LocalServer(server)}}
 
 
-def test_a_bad_tool_format_leaves_no_local_server_held():
+@pytest.mark.parametrize("kw", [{"tool_format": "fancy"}, {"max_argument_depth": 0}])
+def test_a_bad_setting_leaves_no_local_server_held(kw):
     server = Counted()
-    with pytest.raises(ConfigError, match="tool_format"):
-        MCPEnv(config(server), TASKS, tool_format="fancy")
+    with pytest.raises(ConfigError, match=next(iter(kw))):
+        MCPEnv(config(server), TASKS, **kw)
     assert server.refs == 0
-    assert server.acquired == 0  # checked before anything is acquired
+    assert server.acquired == 0  # the settings are checked before anything is acquired
 
 
 def test_a_bad_tool_format_releases_what_a_subclass_held_first():
@@ -60,7 +61,7 @@ def test_a_bad_tool_format_releases_what_a_subclass_held_first():
 
 @pytest.mark.parametrize(
     ("kw", "match"),
-    [({"max_argument_depth": 0}, "max_argument_depth"), ({"reward_hooks": [42]}, "callable")],
+    [({"roots": ["{work}"]}, "roots has"), ({"reward_hooks": [42]}, "callable")],  # found when the hub is made
 )
 def test_a_failure_after_the_servers_were_acquired_releases_them(kw, match):
     server = Counted()

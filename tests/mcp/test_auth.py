@@ -23,6 +23,7 @@ from aworld_gym.base.errors import ServerError
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.auth import connect
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.transports.shared import free_port
 from aworld_gym.rollout.driver import run_episode
 from aworld_gym.rollout.policies.plan import PlanPolicy
@@ -81,7 +82,7 @@ def _listening(port: int) -> bool:
 
 
 def _echo(config: dict, text: str = "hi") -> str:
-    with ToolHub(config, call_timeout=20) as hub:
+    with ToolHub(config, options=ToolOptions(timeout=20)) as hub:
         return hub.call([ToolCall("echo", {"text": text})])[0].text
 
 
@@ -120,7 +121,7 @@ def test_pre_registered_client(fresh, monkeypatch, method):
         auth.update(private_key=private, signing_algorithm="ES256")
     elif method != "none":
         auth.update(client_secret={"env": "NOTES_SECRET"}, token_endpoint_auth_method=method)
-    with ToolHub(fresh.config(auth), call_timeout=20) as hub:
+    with ToolHub(fresh.config(auth), options=ToolOptions(timeout=20)) as hub:
         assert hub.call([ToolCall("echo", {"text": "a"})])[0].text == "a"
         time.sleep(3)  # the refresh authenticates the same way
         assert hub.call([ToolCall("echo", {"text": "b"})])[0].text == "b"
@@ -200,7 +201,7 @@ def test_client_credentials_over_sse(fresh):
 
 def test_token_is_refreshed_after_expiry(fresh):
     fresh.configure(expires_in=3)
-    with ToolHub(fresh.config({}), call_timeout=20) as hub:
+    with ToolHub(fresh.config({}), options=ToolOptions(timeout=20)) as hub:
         assert hub.call([ToolCall("echo", {"text": "a"})])[0].text == "a"
         time.sleep(3)
         assert hub.call([ToolCall("echo", {"text": "b"})])[0].text == "b"
@@ -242,7 +243,7 @@ def test_a_stored_token_keeps_its_expiry(fresh, tmp_path):
 
 def test_concurrent_hubs_on_one_loop_log_in_once(fresh):
     async def main() -> list[str]:
-        hubs = [ToolHub(fresh.config({}), call_timeout=20) for _ in range(4)]
+        hubs = [ToolHub(fresh.config({}), options=ToolOptions(timeout=20)) for _ in range(4)]
         await asyncio.gather(*(h.astart() for h in hubs))
         try:
             results = await asyncio.gather(*(h.acall([ToolCall("echo", {"text": str(i)})]) for i, h in enumerate(hubs)))
@@ -259,7 +260,7 @@ def test_concurrent_hubs_on_one_loop_log_in_once(fresh):
 
 
 def test_step_up_on_insufficient_scope(fresh):
-    with ToolHub(fresh.config({"scope": "notes:read"}), call_timeout=20) as hub:
+    with ToolHub(fresh.config({"scope": "notes:read"}), options=ToolOptions(timeout=20)) as hub:
         (result,) = hub.call([ToolCall("write_note", {"text": "x"})])
     assert result.text == "noted: x"
     s = fresh.stats()

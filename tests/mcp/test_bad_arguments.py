@@ -14,6 +14,7 @@ from aworld_gym.core.actions import HermesParser, ToolCall
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.functions import function_server
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import INVALID_ARGUMENTS
 from aworld_gym.mcp.tools.arguments import json_problem
 from tests.helpers import http_config, stdio_config
@@ -55,7 +56,7 @@ def hub(request, http_url):
         "stdio": stdio_config,
         "http": lambda: http_config(http_url),
     }[request.param]()
-    h = ToolHub(config, call_timeout=10).start()
+    h = ToolHub(config, options=ToolOptions(timeout=10)).start()
     h.first_pid = h.call([ToolCall("pid", {})])[0].text  # the server process the whole module must keep
     yield h
     h.close()
@@ -120,7 +121,7 @@ def data(value: Any) -> str:
 
 
 def test_max_argument_depth_is_a_keyword():
-    with ToolHub(servers={"f": function_server([data])}, max_argument_depth=3) as h:
+    with ToolHub(servers={"f": function_server([data])}, options=ToolOptions(max_argument_depth=3)) as h:
         ok, deep = h.call([ToolCall("data", {"value": nested(2)}), ToolCall("data", {"value": nested(3)})])
         assert (ok.error, ok.text) == (None, "list")  # the arguments object, then two lists: depth 3
         assert deep.error == "invalid_arguments" and "nested more than 3 levels deep (at value[0][0])" in deep.text
@@ -129,7 +130,7 @@ def test_max_argument_depth_is_a_keyword():
         ok, deep = h.call([ToolCall("data", {"value": nested(31)}), ToolCall("data", {"value": nested(32)})])
         assert ok.error is None and deep.error == "invalid_arguments"
     with pytest.raises(ConfigError, match="max_argument_depth"):
-        ToolHub(servers={"f": function_server([data])}, max_argument_depth=0)
+        ToolOptions(max_argument_depth=0)
 
 
 def test_json_problem_accepts_what_json_can_carry():

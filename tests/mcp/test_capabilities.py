@@ -20,6 +20,7 @@ from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
 from aworld_gym.mcp.capabilities import parse_capabilities
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.transports.pool import POOL
 from tests.capability_server import build
 from tests.fake_openai import FakeOpenAI
@@ -297,7 +298,7 @@ def test_shared_sessions_are_shared_only_by_hubs_that_answer_alike(http_url):
     defaults = parse_capabilities("accept_defaults")
 
     async def run() -> tuple[list[int], list[str]]:
-        hubs = [ToolHub(config), ToolHub(config), ToolHub(config, capabilities=defaults)]
+        hubs = [ToolHub(config), ToolHub(config), ToolHub(config, options=ToolOptions(elicitation="accept_defaults"))]
         for hub in hubs:
             await hub.astart()
         try:

@@ -12,6 +12,7 @@ import pytest
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.mcp.config import MAX_SECONDS, parse_mcp_config
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 
 BAD_SECONDS = [math.nan, math.inf, -math.inf, 0, 0.0, -1, -0.5, True, False, "30", None, [], 10**400, 1e300]
 NAN_JSON = '{"mcpServers": {"srv": {"command": "python", "timeout": NaN}}}'  # Python's json reads NaN
@@ -57,11 +58,11 @@ def test_sampling_timeout_is_checked(value):
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"call_timeout": math.nan}, "call_timeout"), ({"call_timeout": math.inf}, "call_timeout"),
-     ({"call_timeout": -1}, "call_timeout"), ({"max_argument_depth": math.nan}, "max_argument_depth"),
+    [({"timeout": math.nan}, "timeout"), ({"timeout": math.inf}, "timeout"),
+     ({"timeout": -1}, "timeout"), ({"max_argument_depth": math.nan}, "max_argument_depth"),
      ({"max_argument_depth": 0}, "max_argument_depth"), ({"max_argument_chars": 2.5}, "max_argument_chars"),
      ({"max_output_chars": -10}, "max_output_chars"), ({"max_output_chars": True}, "max_output_chars")],
 )  # fmt: skip
 def test_hub_numbers_are_checked(kwargs, field):
-    with pytest.raises(ConfigError, match=rf"ToolHub: {field}"):
-        ToolHub(entry("stdio"), **kwargs)
+    with pytest.raises(ConfigError, match=rf"ToolOptions: {field}"):
+        ToolOptions(**kwargs)

@@ -2,6 +2,7 @@
 
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -9,6 +10,7 @@ from aworld_gym.base.errors import ServerError
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from tests.helpers import EVERYTHING_JS, child_pids, http_config, stdio_config, wait_until
 
 
@@ -20,7 +22,7 @@ def hub(request, http_url, sse_url):
         "http": lambda: http_config(http_url),
         "sse": lambda: {"mcpServers": {"demo": {"type": "sse", "url": sse_url, "headers": {"X-Test": "1"}}}},
     }[request.param]()
-    h = ToolHub(config, call_timeout=3)
+    h = ToolHub(config, options=ToolOptions(timeout=3))
     h.start()
     yield h
     h.close()
@@ -83,19 +85,20 @@ def test_per_episode_state_via_meta(hub):
 
 def test_allow_deny_and_clashing_names():
     h = ToolHub(
-        servers={"a": build_server(), "b": build_server()}, allow=["*add", "*echo", "a__noop"], deny=["b__echo"]
+        servers={"a": build_server(), "b": build_server()},
+        options=ToolOptions(allow=["*add", "*echo", "a__noop"], deny=["b__echo"]),
     )
     with h:
         assert sorted(h.tool_names) == ["a__add", "a__echo", "a__noop", "b__add"]
         assert h.call([ToolCall("b__echo", {"text": "x"})])[0].error == "unknown_tool"
         assert h.call([ToolCall("a__add", {"a": 1, "b": 1})])[0].text == "2.0"
-    solo = ToolHub(servers={"a": build_server()}, deny=["crash", "sleep"])
+    solo = ToolHub(servers={"a": build_server()}, options=ToolOptions(deny=["crash", "sleep"]))
     with solo:
         assert "add" in solo.tool_names and "crash" not in solo.tool_names
 
 
 def test_dead_stdio_server_is_restarted():
-    h = ToolHub(stdio_config(), call_timeout=5).start()
+    h = ToolHub(stdio_config(), options=ToolOptions(timeout=5)).start()
     try:
         first = int(h.call([ToolCall("pid", {})])[0].text)
         r = h.call([ToolCall("crash", {})])[0]
@@ -227,7 +230,10 @@ def test_guard_hidden_arguments_and_internal_calls():
     def guard(name, args):
         return "numbers over 100 are refused" if name == "add" and args.get("a", 0) > 100 else None
 
-    h = ToolHub(servers={"d": build_server()}, deny=["pid"], guard=guard, hidden_arguments={"echo": ["text"]})
+    h = ToolHub(
+        servers={"d": build_server()},
+        options=ToolOptions(deny=["pid"], guard=guard, hidden_arguments={"echo": ["text"]}),
+    )
     with h:
         refused, ok = h.call([ToolCall("add", {"a": 101, "b": 1}), ToolCall("add", {"a": 1, "b": 1})])
         assert (refused.error, refused.text) == ("refused", "Error: numbers over 100 are refused")
@@ -243,7 +249,7 @@ def test_guard_hidden_arguments_and_internal_calls():
             h.run_sync(h.acall_internal("nope"))
 
     async def internal():
-        a = ToolHub(servers={"d": build_server()}, deny=["pid"])
+        a = ToolHub(servers={"d": build_server()}, options=ToolOptions(deny=["pid"]))
         try:
             return await a.acall_internal("pid")
         finally:
@@ -267,12 +273,12 @@ def test_sequential_keyword_runs_a_turn_in_order():
         return name
 
     calls = [ToolCall("step", {"name": n}) for n in "abc"]
-    with ToolHub(servers={"f": function_server([step])}, sequential=True) as h:
-        assert h.sequential is True
+    with ToolHub(servers={"f": function_server([step])}, options=ToolOptions(sequential=True)) as h:
+        assert h.options.sequential is True
         assert [r.text for r in h.call(calls)] == ["a", "b", "c"]
         assert events == ["start a", "end a", "start b", "end b", "start c", "end c"]
         events.clear()
-        h.sequential = False  # the attribute still switches it
+        h.options = replace(h.options, sequential=False)  # options may be replaced between steps
         assert [r.text for r in h.call(calls)] == ["a", "b", "c"]
         assert events[:3] == ["start a", "start b", "start c"]  # concurrent
-    assert ToolHub(servers={"f": function_server([step])}).sequential is False
+    assert ToolHub(servers={"f": function_server([step])}).options.sequential is False

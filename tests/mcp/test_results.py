@@ -7,6 +7,7 @@ from mcp.server.mcpserver import MCPServer
 
 from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import ToolResult, truncate
 
 
@@ -69,6 +70,6 @@ def test_the_sdk_result_wrapper_is_not_copied_into_records_and_cut_results_keep_
     assert "structured" not in ToolResult(call, "3.0", structured={"result": 3.0}).to_dict()
     assert "structured" not in ToolResult(call, "hi", structured={"result": "hi"}).to_dict()
     assert ToolResult(call, "[1, 2]", structured={"result": [1, 2]}).to_dict()["structured"] == {"result": [1, 2]}
-    with ToolHub(servers={"demo": build_server}, max_output_chars=5) as hub:
+    with ToolHub(servers={"demo": build_server}, options=ToolOptions(max_output_chars=5)) as hub:
         (long,) = hub.call([ToolCall("echo", {"text": "x" * 50}, "2")])
     assert long.truncated and long.structured is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,7 @@ from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.episode import require_text
 from aworld_gym.mcp.demo_server import PICTURES
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results.images import ImageLimits, image_limits
 from aworld_gym.mcp.tools import namespace
 from aworld_gym.rollout.driver import run_episode
@@ -94,7 +96,7 @@ def test_limits_drop_images_with_a_note_and_false_keeps_placeholders():
     hub = env.unwrapped.hub
     try:
         env.reset(seed=0)
-        hub.images = image_limits({"max_image_bytes": 200})  # the JPEG (287 bytes) is too large
+        hub.options = replace(hub.options, images={"max_image_bytes": 200})  # the JPEG (287 bytes) is too large
         _, _, _, _, info = env.step(THREE)
         assert info["images"] == [RAW["png"], RAW["gif"]]
         why = "not shown: larger than the 200-byte limit per image (max_image_bytes)"
@@ -102,7 +104,7 @@ def test_limits_drop_images_with_a_note_and_false_keeps_placeholders():
         assert "images" not in info["tool_results"][1] and image_urls(env.unwrapped.messages[-1])[1].startswith(
             "data:image/gif;"
         )
-        hub.images = image_limits({"max_images_per_step": 2})  # the third image, in call order
+        hub.options = replace(hub.options, images={"max_images_per_step": 2})  # the third image, in call order
         _, _, _, _, info = env.step(THREE)
         assert info["images"] == [RAW["png"], RAW["jpeg"]]
         why = "not shown: this step shows at most 2 images (max_images_per_step)"
@@ -110,11 +112,13 @@ def test_limits_drop_images_with_a_note_and_false_keeps_placeholders():
             tool_texts(env)[2]
             == f"A 2x2 red square (gif):\n[image resource demo://picture.gif: image/gif, 45 bytes, {why}]"
         )
-        hub.images = image_limits({"max_step_image_bytes": 300})  # 79 + 287 > 300: the JPEG goes, the GIF fits
+        hub.options = replace(
+            hub.options, images={"max_step_image_bytes": 300}
+        )  # 79 + 287 > 300: the JPEG goes, the GIF fits
         _, _, _, _, info = env.step(THREE)
         assert info["images"] == [RAW["png"], RAW["gif"]]
         assert "not shown: this step shows at most 300 image bytes (max_step_image_bytes)]" in tool_texts(env)[1]
-        hub.images = image_limits(False)  # text only: today's placeholders, no image parts anywhere
+        hub.options = replace(hub.options, images=False)  # text only: today's placeholders, no image parts anywhere
         _, _, _, _, info = env.step(THREE)
         assert "images" not in info and all("images" not in r for r in info["tool_results"])
         assert tool_texts(env)[0] == "A 2x2 red square (png):\n[image: image/png, about 79 bytes]"
@@ -136,7 +140,7 @@ def test_tool_images_values_are_checked():
     with pytest.raises(ConfigError, match="True, False or a dict"):
         image_limits("yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="positive integer"):
-        ToolHub(servers={"odd": odd_server}, tool_images={"max_step_image_bytes": -1})
+        ToolOptions(images={"max_step_image_bytes": -1})
 
 
 def odd_server() -> MCPServer:
@@ -283,7 +287,7 @@ def test_text_only_consumers_refuse_with_the_fix_and_work_with_tool_images_false
 
         with pytest.raises(ValueError, match=r"HFPolicy .* tool_images=False"):
             HFPolicy(model="never-loaded").act(env.unwrapped, "", {})
-        env.unwrapped.hub.images = image_limits(False)
+        env.unwrapped.hub.options = replace(env.unwrapped.hub.options, images=False)
         traj = scripted_episode(env, chat, actions, options={"task_id": "p"}, budget=20_000)
         assert traj.termination == "answer" and traj.score == 1.0
     finally:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from aworld_gym.base.errors import ConfigError, ServerError
 from aworld_gym.core.env import MCPEnv, TaskState
+from aworld_gym.core.settings import Settings
 from aworld_gym.core.task import Task
 from aworld_gym.envs.browser.answers import as_timeout, steady
 from aworld_gym.envs.browser.answers import result_json as _result_json
@@ -141,7 +142,7 @@ class BrowserEnv(MCPEnv):
         render_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
-        for key in ("mcp_config", "servers", "scorer", "allow_tools"):
+        for key in ("mcp_config", "servers"):
             if key in kwargs:
                 raise ConfigError(f"AWorld/Browser-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom tools")
         if browser not in ("shared", "own"):
@@ -152,6 +153,21 @@ class BrowserEnv(MCPEnv):
             raise ConfigError(f"obs_mode must be one of {OBS_MODES}, not {obs_mode!r}")
         if set_of_marks and obs_mode == "text":
             raise ConfigError("set_of_marks labels a screenshot: use obs_mode='screenshot' or 'screenshot+text'")
+        settings = Settings.take("AWorld/Browser-v0", kwargs)
+        marks = MARKS_NOTE if set_of_marks else ""
+        tools = AGENT_TOOLS + (SCREENSHOT_TOOLS if obs_mode != "text" else ()) + (TAB_TOOLS if tabs else ())
+        settings = settings.fixed(  # before any resource is held: a refused setting leaks nothing
+            "AWorld/Browser-v0",
+            scorer=None,
+            allow_tools=tools,
+            guard=self._guard,
+            hidden_arguments=HIDDEN_ARGUMENTS,
+            sequential_calls=True,  # one page: a turn's calls (type, type, click) run in the order given
+        ).with_defaults(
+            system_prompt=SCREENSHOT_PREAMBLE.format(marks=marks) if obs_mode != "text" else SYSTEM_PREAMBLE,
+            tool_format="compact",  # the Playwright schemas are long; info["tools"] keeps them
+            tool_timeout=60.0,
+        )
         self.obs_mode, self.set_of_marks, self.element_boxes, self.tabs = obs_mode, set_of_marks, element_boxes, tabs
         self.image_observations = obs_mode != "text"
         self.elements: list[Element] = []
@@ -178,20 +194,10 @@ class BrowserEnv(MCPEnv):
         except BaseException:
             self._failed_init()  # releases the page server taken above
             raise
-        if self.image_observations:
-            kwargs.setdefault("system_prompt", SCREENSHOT_PREAMBLE.format(marks=MARKS_NOTE if set_of_marks else ""))
-        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
-        tools = AGENT_TOOLS + (SCREENSHOT_TOOLS if self.image_observations else ()) + (TAB_TOOLS if tabs else ())
-        kwargs.setdefault("tool_format", "compact")  # the Playwright schemas are long; info["tools"] keeps them
-        kwargs.setdefault("tool_timeout", 60.0)
         super().__init__(
             mcp_config={"mcpServers": {"browser": entry}},
             tasks=source,
-            scorer=None,
-            allow_tools=tools,
-            guard=self._guard,
-            hidden_arguments=HIDDEN_ARGUMENTS,
-            sequential_calls=True,  # one page: a turn's calls (type, type, click) run in the order given
+            settings=settings,
             render_mode=render_mode,
             **kwargs,
         )

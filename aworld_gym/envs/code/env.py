@@ -7,6 +7,7 @@ from typing import Any
 
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv
+from aworld_gym.core.settings import Settings
 from aworld_gym.core.task import Task, TaskSpec
 from aworld_gym.envs.code.scorer import Verdict, check_solution
 from aworld_gym.envs.code.tasks import code_tasks, humaneval_tasks
@@ -56,9 +57,13 @@ class CodeEnv(MCPEnv):
         shell: bool = False,
         **kwargs: Any,
     ) -> None:
-        for key in ("mcp_config", "servers", "scorer"):
+        for key in ("mcp_config", "servers"):
             if key in kwargs:
                 raise ConfigError(f"AWorld/Code-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom tools")
+        settings = Settings.take("AWorld/Code-v0", kwargs).fixed("AWorld/Code-v0", scorer=None)
+        settings = settings.with_defaults(system_prompt=SYSTEM_PREAMBLE, tool_timeout=exec_timeout_s + 30.0)
+        if not shell:  # the execution server also offers run_shell (GAIA uses it); HumanEval needs Python only
+            settings = settings.replace(deny_tools=(*settings.tool_options.deny, "run_shell"))
         limits = Limits(
             wall_seconds=exec_timeout_s, cpu_seconds=max(1, int(exec_timeout_s)), memory_bytes=memory_mb << 20
         )
@@ -66,15 +71,11 @@ class CodeEnv(MCPEnv):
 
         config: Mapping[str, Any] = {"mcpServers": {"python": python_server_entry(server, isolation, exec_timeout_s,
                                                                                   memory_mb, warm=warm)}}  # fmt: skip
-        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
-        kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
-        if not shell:  # the execution server also offers run_shell (GAIA uses it); HumanEval needs Python only
-            kwargs["deny_tools"] = [*(kwargs.get("deny_tools") or []), "run_shell"]
         source = humaneval_tasks() if tasks is None else code_tasks(tasks)
         self.exec_timeout_s = exec_timeout_s
         self.sandbox = shared_sandbox(limits, isolation, warm)  # type: ignore[arg-type] - one per process: its warm zygote
         self.last_verdict: Verdict | None = None
-        super().__init__(mcp_config=config, tasks=source, scorer=None, **kwargs)
+        super().__init__(mcp_config=config, tasks=source, settings=settings, **kwargs)
 
     def render_prompt(self, task: Task) -> str:
         return PROMPT_TEMPLATE.format(code=task.prompt, entry_point=task.metadata["entry_point"])

@@ -11,6 +11,7 @@ from typing import Any
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.env import MCPEnv, TaskState
 from aworld_gym.core.rewards import TaskScore
+from aworld_gym.core.settings import Settings
 from aworld_gym.core.task import Task, TaskSource
 from aworld_gym.envs.gaia.access import SANDBOX_FILES, quoted
 from aworld_gym.envs.gaia.loader import METADATA_NAMES, load_gaia, split_dir
@@ -84,9 +85,10 @@ class GAIAEnv(MCPEnv):
         browser_deny: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
-        for key in ("tasks", "scorer", "servers"):
+        for key in ("tasks", "servers"):
             if key in kwargs:
                 raise ConfigError(f"AWorld/GAIA-v0 defines its own {key!r}; use AWorld/MCP-v0 for custom setups")
+        settings = Settings.take("AWorld/GAIA-v0", kwargs).fixed("AWorld/GAIA-v0", scorer=None)
         self.sample = data_dir is None
         if self.sample:
             from aworld_gym.envs.gaia.sample import ensure_sample
@@ -115,19 +117,21 @@ class GAIAEnv(MCPEnv):
 
             hosts = sample_site(root / "site") if self.sample else None  # http://archive.sample.test/
             servers["browser"] = browser_entry(browser_allow, browser_deny, hosts)
-            kwargs.setdefault("guard", check_navigation)
-            kwargs.setdefault("hidden_arguments", HIDDEN_ARGUMENTS)
-            kwargs.setdefault("sequential_calls", True)  # one page: a turn's clicks and typing run in order
-            kwargs.setdefault("tool_format", "compact")  # the Playwright schemas are long (info["tools"] has them)
+            settings = settings.with_defaults(
+                guard=check_navigation,
+                hidden_arguments=HIDDEN_ARGUMENTS,
+                sequential_calls=True,  # one page: a turn's clicks and typing run in order
+                tool_format="compact",  # the Playwright schemas are long (info["tools"] has them)
+            )
         extra = parse_mcp_config(mcp_config) if mcp_config is not None else []
         clash = {s.name for s in extra} & set(servers)
         if clash:
             raise ConfigError(f"mcp_config server names {sorted(clash)} clash with GAIA's own servers; rename them")
         config = {"mcpServers": {**servers, **{s.name: _entry(s) for s in extra}}}
-        kwargs.setdefault("system_prompt", SYSTEM_PREAMBLE)
-        kwargs.setdefault("reward_hooks", [TaskScore()])
-        kwargs.setdefault("tool_timeout", exec_timeout_s + 30.0)
-        super().__init__(mcp_config=config, tasks=tasks, scorer=None, **kwargs)
+        settings = settings.with_defaults(
+            system_prompt=SYSTEM_PREAMBLE, reward_hooks=[TaskScore()], tool_timeout=exec_timeout_s + 30.0
+        )
+        super().__init__(mcp_config=config, tasks=tasks, settings=settings, **kwargs)
 
     def _servers(
         self,

@@ -46,8 +46,9 @@ class ImageLimits:
 NO_IMAGES = ImageLimits(enabled=False)
 
 
-def image_limits(value: bool | Mapping[str, Any] | ImageLimits | None) -> ImageLimits:
-    """``tool_images`` as given (``True``/``False``, a dict of :class:`ImageLimits` fields, or one) as limits.
+def image_limits(value: bool | Mapping[str, Any] | ImageLimits | None, name: str = "tool_images") -> ImageLimits:
+    """``tool_images`` as given (``True``/``False``, a dict of :class:`ImageLimits` fields, or one) as limits;
+    errors name the setting ``name``.
 
     Raises:
         ConfigError: an unknown key, or a limit that is not a positive integer.
@@ -60,14 +61,14 @@ def image_limits(value: bool | Mapping[str, Any] | ImageLimits | None) -> ImageL
         known = {f.name for f in fields(ImageLimits)}
         unknown = sorted(set(value) - known)
         if unknown:
-            raise ConfigError(f"tool_images: unknown key(s) {unknown}; known: {sorted(known)}")
+            raise ConfigError(f"{name}: unknown key(s) {unknown}; known: {sorted(known)}")
         limits = ImageLimits(**value)
     else:
-        raise ConfigError(f"tool_images must be True, False or a dict of limits, not {type(value).__name__}")
+        raise ConfigError(f"{name} must be True, False or a dict of limits, not {type(value).__name__}")
     for f in fields(ImageLimits):
         v = getattr(limits, f.name)
         if f.name != "enabled" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ConfigError(f"tool_images: {f.name} must be a positive integer, not {v!r}")
+            raise ConfigError(f"{name}: {f.name} must be a positive integer, not {v!r}")
     return limits
 
 

@@ -21,6 +21,7 @@ from aworld_gym.core.actions import ToolCall
 from aworld_gym.envs.gaia.files_server import build_server
 from aworld_gym.envs.gaia.loader import load_gaia
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 
 
 def _calls(paths: list[str]) -> str:
@@ -217,7 +218,7 @@ def bombs(tmp_path_factory):
 
 def test_docx_bomb_is_refused_by_its_expansion(bombs):
     assert bombs["expand"].stat().st_size < 1 << 20  # under 1 MB on disk, 300 MB expanded
-    with ToolHub(servers={"files": build_server()}, call_timeout=20) as hub:
+    with ToolHub(servers={"files": build_server()}, options=ToolOptions(timeout=20)) as hub:
         hub.begin_episode(files=[str(bombs["expand"])])
         t0 = time.monotonic()
         r = hub.call([ToolCall("read_file", {"path": "expand.docx"})])[0]
@@ -227,7 +228,7 @@ def test_docx_bomb_is_refused_by_its_expansion(bombs):
 
 
 def test_slow_document_is_stopped_at_the_deadline_and_burns_nothing_after(bombs):
-    with ToolHub(servers={"files": build_server(read_timeout_s=1.5)}, call_timeout=20) as hub:
+    with ToolHub(servers={"files": build_server(read_timeout_s=1.5)}, options=ToolOptions(timeout=20)) as hub:
         hub.begin_episode(files=[str(bombs["slow"])])
         t0 = time.monotonic()
         r = hub.call([ToolCall("read_file", {"path": "slow.docx"})])[0]

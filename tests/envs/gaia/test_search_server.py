@@ -30,6 +30,7 @@ from aworld_gym.envs.gaia.search_server import (
     make_snippet,
 )
 from aworld_gym.mcp.hub import ToolHub
+from aworld_gym.mcp.options import ToolOptions
 
 FILLER = "Meadows rivers forests mountains valleys lakes and coastlines shape the regional landscape. "
 
@@ -223,7 +224,9 @@ def test_max_results_clamped_and_fetch_truncated():
 
 def test_runs_as_a_stdio_module(corpus):
     args = ["-m", "aworld_gym.envs.gaia.search_server", "--backend", f"local:{corpus}"]
-    with ToolHub({"mcpServers": {"search": {"command": sys.executable, "args": args}}}, call_timeout=20) as h:
+    with ToolHub(
+        {"mcpServers": {"search": {"command": sys.executable, "args": args}}}, options=ToolOptions(timeout=20)
+    ) as h:
         assert h.call([ToolCall("web_search", {"query": "okapi"})])[0].text.startswith("1. Okapi")
 
 
