@@ -42,6 +42,12 @@ test-fast: setup
 docs: $(STAMPS)/python
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# The docs' picture of a Browser-v0 transcript (docs/images/browser-transcript.png, in docs/report.md) from a real
+# run: one MiniWoB++ episode, its report opened in headless Chromium (about 30 s; not part of `make docs`/`make test`).
+.PHONY: docs-images
+docs-images: setup
+	PYTHONPATH=. $(PY) docs/make_screenshots.py
+
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/system
 
 $(STAMPS)/python: pyproject.toml Makefile

@@ -21,10 +21,12 @@ import json
 import random
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from aworld_gym.base.errors import last_line
+from aworld_gym.core.prompts import render_tool_responses
 from aworld_gym.report.records import json_safe, printable
 from aworld_gym.report.shots import Images
 from aworld_gym.report.stats import RunStats, compare, task_field
@@ -34,6 +36,8 @@ from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 
 HERE = Path(__file__).parent
 THINK = re.compile(r"(?s)<think>(.*?)</think>")
+# Tool arguments shown as code (real newlines, monospace) even on one line; any other text argument spanning lines too
+CODE_ARGUMENTS = frozenset({"code", "script", "source", "program", "command", "cmd", "sql"})
 
 
 def _cut(text: Any, limit: int) -> str:
@@ -84,9 +88,39 @@ def _arguments(value: Any) -> str:
         return "[arguments not shown: nested too deeply]"
 
 
+def _call(call: Any, text_chars: int) -> dict[str, Any]:
+    """A tool call for the viewer: its name, its arguments as JSON text, and the arguments that are code (a text
+    named like :data:`CODE_ARGUMENTS` or spanning lines) apart as ``code`` (name, text), shown with real newlines
+    rather than as JSON's ``\\n`` escapes; ``arguments`` is then what remains (``""`` when nothing does)."""
+    args = call.get("arguments")
+    code: list[dict[str, str]] = []
+    if isinstance(args, Mapping):
+        code = [{"name": str(k), "text": _cut(v, text_chars)} for k, v in args.items()
+                if isinstance(v, str) and (k in CODE_ARGUMENTS or "\n" in v)]  # fmt: skip
+        if code:
+            apart = {c["name"] for c in code}
+            args = {k: v for k, v in args.items() if str(k) not in apart}
+    shown = "" if code and not args else _cut(_arguments(args), text_chars)
+    return {"name": call.get("name"), "arguments": shown, "code": code}
+
+
+def _observation(turn: Mapping[str, Any], text_chars: int) -> str | None:
+    """The turn's observation when it says more than its tool results: the text the model saw next is usually the
+    results joined as ``<tool_response>`` blocks, but an env may add to it or say it instead (Browser-v0's page
+    snapshot after a click whose own result is empty, "The task is over.", a format error's feedback)."""
+    obs = turn.get("observation")
+    if obs is None or obs == "":
+        return None
+    results = turn.get("tool_results") or []
+    if results and str(obs) == render_tool_responses([str(r.get("text") or "") for r in results]):
+        return None
+    return _cut(obs, text_chars)
+
+
 def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[str, Any]:
     """An episode's transcript for the viewer: the prompt, then each turn's thinking (apart), the rest of the
-    action, its tool calls with arguments, tool results, reward and components, timings and screenshot."""
+    action, its tool calls with arguments (code apart), tool results, the observation where it differs from the
+    results, reward and components, timings and screenshot."""
     turns = []
     for t in record.get("turns") or []:
         action = str(t.get("action") or "")
@@ -94,11 +128,10 @@ def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[
         said = THINK.sub("", action).strip()
         turns.append({
             "turn": t.get("turn"), "thinking": _cut(thinking, text_chars), "action": _cut(said, text_chars),
-            "calls": [{"name": c.get("name"), "arguments": _cut(_arguments(c.get("arguments")), text_chars)}
-                      for c in t.get("tool_calls") or []],
+            "calls": [_call(c, text_chars) for c in t.get("tool_calls") or []],
             "results": [{"name": r.get("name"), "error": r.get("error"), "text": _cut(r.get("text"), text_chars),
                          "latency_s": r.get("latency_s")} for r in t.get("tool_results") or []],
-            "observation": _cut(t.get("observation"), text_chars) if not t.get("tool_results") else None,
+            "observation": _observation(t, text_chars),
             "action_error": t.get("action_error"), "reward": t.get("reward"),
             "components": t.get("reward_components") or {}, "policy_s": t.get("policy_s"), "env_s": t.get("env_s"),
             "screenshot": images(t.get("screenshot")),

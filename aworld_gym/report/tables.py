@@ -48,13 +48,13 @@ def render(summary: dict[str, Any]) -> str:
     s = summary
     parts = [
         f"run: {printable(s['run'])}",
-        f"  env {printable(', '.join(s['env_ids']))}; policy {printable(', '.join(s['policies']))}; {s['episodes']} "
-        f"episodes over {s['tasks']} tasks ({_samples(s)} per task)",
+        f"  env {printable(', '.join(s['env_ids']))}; policy {printable(', '.join(s['policies']))}; "
+        f"{plural(s['episodes'], 'episode')} over {plural(s['tasks'], 'task')} ({_samples(s)} per task)",
     ]
     bad = s.get("malformed") or {}
     if bad.get("records"):
         reasons = "; ".join(f"{k}: {v}" for k, v in bad["reasons"].items())
-        parts[-1] += f"\n  skipped {bad['records']} malformed records ({printable(reasons)})"
+        parts[-1] += f"\n  skipped {plural(bad['records'], 'malformed record')} ({printable(reasons)})"
     head = [("success rate", _pct(s["success_rate"]), f"{s['successes']}/{s['episodes']} (score 1)")]
     if s.get("positive_score_rate") is not None and s["positive_score_rate"] != s["success_rate"]:
         head.append(("score > 0", _pct(s["positive_score_rate"]), "BrowserGym's success (partial credit counts)"))
@@ -91,13 +91,21 @@ def render(summary: dict[str, Any]) -> str:
 
 def _samples(s: dict[str, Any]) -> str:
     lo, hi = s["samples_per_task"]["min"], s["samples_per_task"]["max"]
-    return str(lo) if lo == hi else f"{lo}-{hi}"
+    return plural(lo, "sample") if lo == hi else f"{lo}-{hi} samples"
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and its noun: "1 sample", "2 samples" (``many`` where adding an s is wrong)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def render_comparison(comparison: dict[str, Any]) -> str:
+    """The runs side by side on the tasks they all have; a sentence, not a table of dashes, when they share none."""
+    if not comparison["common_tasks"]:
+        return "comparison: these runs have no task in common, so there is nothing to compare"
     rows = [(r["run"], _pct(r["success_rate"]),
              "-" if r["delta"] is None else f"{100 * r['delta']:+.1f} pts", r["solved"], r["gained"], r["lost"])
             for r in comparison["runs"]]  # fmt: skip
     return table(["run", "success", "delta", "tasks solved", "gained", "lost"], rows,
-                 f"comparison on the {comparison['common_tasks']} tasks every run has (delta, gained and lost "
+                 f"comparison on the {plural(comparison['common_tasks'], 'task')} every run has (delta, gained and lost "
                  "against the first run)")  # fmt: skip

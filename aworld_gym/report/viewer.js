@@ -27,6 +27,8 @@
   function num(v, d) { return v == null ? "-" : typeof v === "string" ? v : Number(v).toFixed(d == null ? 3 : d); }
   function secs(v) { return v == null ? "-" : typeof v === "string" ? v : (v < 1 ? (v * 1000).toFixed(0) + " ms" : Number(v).toFixed(2) + " s"); }
   function short(name) { return String(name).split("/").pop(); }
+  // "1 sample", "2 samples": a count and its noun, plural unless the count is 1.
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many || one + "s"); }
   function $(id) { return document.getElementById(id); }
   // Natural order, as stats.natural_key: runs of digits compare as numbers (HumanEval/2 before HumanEval/10), the
   // text between them by code unit; equal numbers written differently (7, 07) fall back to the whole text.
@@ -52,8 +54,9 @@
     function row(k, v) { dl.appendChild(h("dt", {text: k})); dl.appendChild(h("dd", {text: v})); }
     row("episodes", String(r.episodes));
     if (r.positive_score_rate != null && r.positive_score_rate !== r.success_rate) row("score > 0 (BrowserGym's success)", pct(r.positive_score_rate));
-    row("tasks", r.tasks + " (" + r.samples_per_task.min + (r.samples_per_task.max !== r.samples_per_task.min ? "-" + r.samples_per_task.max : "") + " samples each)");
-    Object.keys(r.pass_at_k).forEach(function (k) { row(k, pct(r.pass_at_k[k].value) + " (" + r.pass_at_k[k].tasks + " tasks)"); });
+    var lo = r.samples_per_task.min, hi = r.samples_per_task.max;
+    row("tasks", r.tasks + " (" + (hi !== lo ? lo + "-" + hi + " samples" : plural(lo, "sample")) + " each)");
+    Object.keys(r.pass_at_k).forEach(function (k) { row(k, pct(r.pass_at_k[k].value) + " (" + plural(r.pass_at_k[k].tasks, "task") + ")"); });
     row("mean reward", num(r.reward_mean));
     row("mean score", num(r.score_mean));
     Object.keys(r.reward_components).forEach(function (k) { row("reward: " + k, num(r.reward_components[k].mean)); });
@@ -68,16 +71,20 @@
       h("div", {cls: "meta", text: "success rate (" + r.successes + " of " + r.episodes + ")"}), dl));
   });
   var b = DATA.bound;
-  $("bound-note").textContent = "Transcripts embedded for " + b.embedded + " of " + b.episodes + " episodes" +
+  $("bound-note").textContent = "Transcripts embedded for " + b.embedded + " of " + plural(b.episodes, "episode") +
     (b.sampled ? " (a uniform sample: the page keeps at most " + b.max_mb + " MB of transcripts)" : "") +
     "; texts longer than " + b.text_chars + " characters are cut" +
-    (b.images_linked ? "; " + b.images_linked + " screenshots are linked by path, not embedded" : "") +
-    (b.images_refused ? "; " + b.images_refused + " screenshots refused (not an image in the run's screenshots folder)" : "") +
-    (b.cut ? "; " + b.cut + " transcripts over the budget are cut" : "") +
-    (b.malformed ? "; " + b.malformed + " malformed records skipped" : "") + ".";
+    (b.images_linked ? "; " + plural(b.images_linked, "screenshot") + (b.images_linked === 1 ? " is" : " are") + " linked by path, not embedded" : "") +
+    (b.images_refused ? "; " + plural(b.images_refused, "screenshot") + " refused (not an image in the run's screenshots folder)" : "") +
+    (b.cut ? "; " + plural(b.cut, "transcript") + " over the budget " + (b.cut === 1 ? "is" : "are") + " cut" : "") +
+    (b.malformed ? "; " + plural(b.malformed, "malformed record") + " skipped" : "") + ".";
 
   // ----- comparison ------------------------------------------------------------------------------------------
-  if (DATA.comparison) {
+  if (DATA.comparison && !DATA.comparison.common_tasks) {
+    // Runs with no task in common: a table would hold only dashes and zeros.
+    $("comparison-section").hidden = false;
+    $("comparison").appendChild(h("p", {cls: "note", id: "comparison-none", text: "These runs have no task in common: there is nothing to compare (the charts and the episode list show each run's own tasks)."}));
+  } else if (DATA.comparison) {
     $("comparison-section").hidden = false;
     var ct = h("table", {id: "comparison-table"}, h("thead", {}, h("tr", {},
       h("th", {text: "run"}), h("th", {text: "success"}), h("th", {text: "delta"}), h("th", {text: "tasks solved"}),
@@ -90,7 +97,7 @@
         h("td", {cls: "num", text: String(r.lost)})));
     });
     ct.appendChild(cb);
-    $("comparison").appendChild(h("p", {cls: "note", text: "On the " + DATA.comparison.common_tasks + " tasks every run has; delta, gained and lost against the first run."}));
+    $("comparison").appendChild(h("p", {cls: "note", text: "On the " + plural(DATA.comparison.common_tasks, "task") + " every run has; delta, gained and lost against the first run."}));
     $("comparison").appendChild(ct);
   }
 
@@ -110,9 +117,17 @@
     Plotly.newPlot(div, traces, Object.assign(base, layout, axes), {displaylogo: false, responsive: true,
       displayModeBar: "hover", modeBarButtonsToRemove: ["select2d", "lasso2d"]});
   }
-  var taskIds = Object.keys(runs[0].per_task);
-  var rate0 = function (t) { var v = runs[0].per_task[t]; return v.successes / v.samples; };
-  taskIds.sort(function (a, b) { return rate0(a) - rate0(b) || natural(a, b); });
+  // Every run's tasks, hardest first as the first run that has the task sees it (the comparison's baseline is the
+  // first run), then in natural order.
+  var taskRate = {};
+  runs.forEach(function (r) {
+    Object.keys(r.per_task).forEach(function (t) {
+      var v = r.per_task[t];
+      if (!(t in taskRate)) taskRate[t] = v.samples ? v.successes / v.samples : 0;
+    });
+  });
+  var taskIds = Object.keys(taskRate);
+  taskIds.sort(function (a, b) { return taskRate[a] - taskRate[b] || natural(a, b); });
   var shown = taskIds.slice(0, 60);
   chart("Success rate by task" + (taskIds.length > shown.length ? " (the " + shown.length + " hardest of " + taskIds.length + ")" : ""),
     runs.map(function (r) {
@@ -207,7 +222,7 @@
         h("td", {text: e.termination}), h("td", {cls: "num", text: num(e.total_s, 2)}), h("td", {text: e.answer.slice(0, 80)})));
     });
     rendered = Math.min(filtered.length, rendered + PAGE);
-    $("count").textContent = filtered.length + " of " + eps.length + " episodes match; showing " + rendered + ".";
+    $("count").textContent = filtered.length + " of " + plural(eps.length, "episode") + (filtered.length === 1 ? " matches" : " match") + "; showing " + rendered + ".";
     $("more").hidden = rendered >= filtered.length;
   }
   ["f-run", "f-outcome", "f-termination"].forEach(function (id) { $(id).addEventListener("change", applyFilters); });
@@ -216,11 +231,13 @@
   applyFilters();
 
   // ----- one episode -----------------------------------------------------------------------------------------
-  function fold(text, cls) {
+  // A text in a <pre>; one over `limit` characters (600) shows its start, the whole of it folded below.
+  function fold(text, cls, limit) {
     text = text || "";
-    if (text.length <= 600) return h("pre", {cls: cls || ""}, text);
-    return h("div", {}, h("pre", {cls: cls || ""}, text.slice(0, 600) + " ..."),
-      h("details", {}, h("summary", {text: "show all " + text.length + " characters"}), h("pre", {}, text)));
+    limit = limit || 600;
+    if (text.length <= limit) return h("pre", {cls: cls || ""}, text);
+    return h("div", {cls: "folded"}, h("pre", {cls: cls || ""}, text.slice(0, limit) + " ..."),
+      h("details", {}, h("summary", {text: "show all " + text.length + " characters"}), h("pre", {cls: cls || ""}, text)));
   }
   function transcriptOf(i) {
     var node = document.getElementById("t" + i);
@@ -242,12 +259,25 @@
           "; policy " + secs(turn.policy_s) + ", env " + secs(turn.env_s)}));
       if (turn.thinking) div.appendChild(h("details", {cls: "thinking"}, h("summary", {text: "thinking (" + turn.thinking.length + " characters)"}), h("pre", {}, turn.thinking)));
       if (turn.action) div.appendChild(fold(turn.action, "action"));
-      turn.calls.forEach(function (c) { div.appendChild(h("div", {cls: "call"}, h("b", {text: "call " + c.name}), fold(c.arguments))); });
-      turn.results.forEach(function (r) {
-        div.appendChild(h("div", {cls: "result tool" + (r.error ? " err" : "")},
-          h("b", {text: "result " + r.name}), h("span", {cls: "meta", text: (r.error ? " error: " + r.error : "") + " (" + secs(r.latency_s) + ")"}), fold(r.text)));
+      turn.calls.forEach(function (c) {
+        var box = h("div", {cls: "call"}, h("b", {text: "call " + c.name}));
+        if (c.arguments || !(c.code || []).length) box.appendChild(fold(c.arguments));
+        // Code arguments (run_python's code) as code: their own newlines, monospace, named by the argument.
+        (c.code || []).forEach(function (a) { box.appendChild(h("div", {cls: "arg"}, h("span", {cls: "meta", text: a.name}), fold(a.text, "code"))); });
+        div.appendChild(box);
       });
-      if (turn.observation) div.appendChild(h("div", {cls: "result obs"}, h("b", {text: "observation"}), fold(turn.observation)));
+      turn.results.forEach(function (r) {
+        var empty = !r.text;
+        div.appendChild(h("div", {cls: "result tool" + (r.error ? " err" : "")},
+          h("b", {text: "result " + r.name}), h("span", {cls: "meta", text: (r.error ? " error: " + r.error : "") + " (" + secs(r.latency_s) + ")"}),
+          empty ? h("p", {cls: "meta empty", text: turn.observation ? "no text of its own: the observation below shows what the agent saw" : "no text"}) : fold(r.text)));
+      });
+      // What the agent saw next, where it says more than the tool results (a browser's page snapshot, an env's
+      // note); a long one folded.
+      if (turn.observation) {
+        div.appendChild(h("div", {cls: "result obs"}, h("b", {text: "observation"}),
+          h("span", {cls: "meta", text: " what the agent saw next"}), fold(turn.observation, "observation", 1200)));
+      }
       if (turn.action_error) div.appendChild(h("p", {cls: "bad", text: "action error: " + turn.action_error}));
       if (turn.screenshot) div.appendChild(h("img", {cls: "shot", src: turn.screenshot, alt: "after turn " + turn.turn}));
       box.appendChild(div);
@@ -264,7 +294,7 @@
       var t = x.t ? transcriptOf(x.i) : null, last = t && t.turns.length ? t.turns[t.turns.length - 1] : null;
       side.appendChild(h("div", {cls: "sample", "data-i": String(x.i)},
         h("b", {text: "sample " + x.sample}), " ", h("span", {cls: x.ok ? "ok" : "bad", text: x.ok ? "success" : "failure"}),
-        h("div", {cls: "meta", text: "reward " + num(x.reward) + ", " + x.turns + " turns, " + x.termination}),
+        h("div", {cls: "meta", text: "reward " + num(x.reward) + ", " + plural(x.turns, "turn") + ", " + x.termination}),
         fold("answer: " + (x.answer || "-")),
         last && last.thinking ? h("details", {}, h("summary", {text: "last thinking"}), h("pre", {}, last.thinking)) : null,
         h("button", {text: "open", onclick: function () { openEpisode(x.i); }})));
@@ -278,7 +308,7 @@
     var d = $("detail");
     d.textContent = "";
     d.appendChild(h("p", {cls: "meta", id: "detail-meta", text: short(runs[e.run].run) + "; " + (e.ok ? "success" : "failure") +
-      "; reward " + num(e.reward) + "; score " + num(e.score) + "; " + e.turns + " turns; ended by " + e.termination + "; " + secs(e.total_s)}));
+      "; reward " + num(e.reward) + "; score " + num(e.score) + "; " + plural(e.turns, "turn") + "; ended by " + e.termination + "; " + secs(e.total_s)}));
     var siblings = eps.filter(function (x) { return x.run === e.run && x.task === e.task; }).length;
     var body = h("div");
     var t = e.t ? transcriptOf(i) : null;

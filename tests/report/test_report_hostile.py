@@ -201,5 +201,5 @@ def test_the_viewer_shows_hostile_records_as_text_in_a_real_browser(tmp_path):
         assert seen["ready"] and seen["title"] != "pwned" and seen["images"] == 0
         assert seen["rewards"] == ["NaN", "inf", "1.000"]
         assert attack in seen["answer"] and "turns not embedded" in seen["cut"]
-        assert "1 malformed records skipped" in seen["note"] and "1 transcripts over the budget are cut" in seen["note"]
+        assert "1 malformed record skipped" in seen["note"] and "1 transcript over the budget is cut" in seen["note"]
         assert page.console_errors()[0] == 0

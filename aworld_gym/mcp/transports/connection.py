@@ -100,6 +100,9 @@ class Connection:
 
         timeout = httpx2.Timeout(spec.timeout or 30.0, read=spec.sse_read_timeout or 300.0)
         if spec.socket:  # a local server on a Unix socket (its file permissions are the authentication)
+            from aworld_gym.mcp.transports.http import quiet_cancelled_reads
+
+            quiet_cancelled_reads(asyncio.get_running_loop())  # anyio's benign race on a cancelled read: no traceback
             http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=spec.socket),
                                       headers=dict(spec.headers) or None, timeout=timeout)  # fmt: skip
             http.event_hooks.setdefault("response", []).append(self._note_refusal)

@@ -20,6 +20,7 @@ Everything else is the SDK's transport: :func:`bounded_http_client` takes the pl
 
 from __future__ import annotations
 
+import asyncio
 import re
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -110,6 +111,48 @@ def declared_length(response: httpx2.Response) -> int | None:
 
 def is_event_stream(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def cancelled_read_race(context: dict[str, Any]) -> bool:
+    """Whether an event loop's error ``context`` is anyio's benign race on a Unix socket's cancelled read.
+
+    anyio (4.16, asyncio backend) waits for a UNIX socket stream to turn readable with
+    ``loop.add_reader(sock, future.set_result, None)`` and removes that reader from the future's done-callback. When
+    the reading task is cancelled in the same turn of the loop in which the socket turned readable (a session closed
+    while the server still writes, or ends its stream: Browser-v0's shared Playwright server on its Unix socket, at
+    an episode's end), the reader's callback is already queued and runs after the cancellation: ``set_result`` on a
+    cancelled future, logged by the loop as ``Exception in callback Future.set_result(None)`` with an
+    ``InvalidStateError`` traceback. Nothing is lost (the read was abandoned on purpose; the socket is closed after
+    it), but it reads as a crash. Only that case matches: the loop's exception is ``InvalidStateError`` and its
+    callback is ``set_result`` of a future that was cancelled. (TCP streams go through asyncio transports: no race.)
+    """
+    callback = getattr(context.get("handle"), "_callback", None)  # asyncio.Handle keeps its callback only there
+    future = getattr(callback, "__self__", None)
+    return (
+        isinstance(context.get("exception"), asyncio.InvalidStateError)
+        and getattr(callback, "__name__", None) == "set_result"
+        and isinstance(future, asyncio.Future)
+        and future.cancelled()
+    )
+
+
+def quiet_cancelled_reads(loop: asyncio.AbstractEventLoop) -> None:
+    """Drop :func:`cancelled_read_race`'s benign error on ``loop``; every other error goes to the handler the loop
+    had (or its default). Called once per loop that opens a Unix-socket connection (a second call does nothing)."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "quiets_cancelled_reads", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if cancelled_read_race(context):
+            return
+        if previous is None:
+            loop.default_exception_handler(context)
+        else:
+            previous(loop, context)
+
+    handler.quiets_cancelled_reads = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def bound_bodies(http: httpx2.AsyncClient, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
