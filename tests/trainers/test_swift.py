@@ -199,6 +199,17 @@ def test_the_gym_env_under_swifts_gym_scheduler(engine):
     assert wrong.rollout_infos["total_reward"] == 0.0
 
 
+def run_group(engine, name: str, prefix: str, scripts: list[list[str]], env_config: dict, max_turns: int):
+    """One group of requests (one per script) through scheduler ``name``'s server ``run()``, concurrently."""
+    sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=max_turns, gym_env="aworld")
+
+    async def all_of():
+        reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
+        return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
+
+    return asyncio.run(all_of())
+
+
 def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine):
     """The gym env with a server killed mid-episode: under ``aworld_gym`` (swift's GYMScheduler plus the episode's
     ending) the void row's every loss mask is 0, its infos say void with weight 0, and AWorldReward gives it the live
@@ -209,13 +220,7 @@ def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine)
     scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER]]
 
     def group(name, prefix):
-        sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=4, gym_env="aworld")
-
-        async def both():
-            reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
-            return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
-
-        return asyncio.run(both())
+        return run_group(engine, name, prefix, scripts, env_config, max_turns=4)
 
     plain = group("gym_scheduler", "p")
     assert [o.rollout_infos["total_reward"] for o in plain] == [1.0, 0.0] and "status" not in plain[1].rollout_infos
@@ -267,13 +272,7 @@ def test_the_envs_group_hooks_reach_what_swift_trains_on(engine):
     scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER], [CALL, "<answer>7</answer>"]]
 
     def group(name, prefix):
-        sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=5, gym_env="aworld")
-
-        async def all_of():
-            reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
-            return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
-
-        return asyncio.run(all_of())
+        return run_group(engine, name, prefix, scripts, env_config, max_turns=5)
 
     outs = group("aworld", "h")
     assert [o.rollout_infos["status"] for o in outs] == ["ok", "void", "failed"]
