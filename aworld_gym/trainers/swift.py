@@ -34,6 +34,7 @@ call; MCP sessions stay on the loop that opened them), and come from one env poo
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid as uuidlib
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
@@ -45,15 +46,19 @@ from swift.rollout.multi_turn import GYMScheduler, MultiTurnScheduler, OpenEnvSc
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
 from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools
 from aworld_gym.rollout.text_episode import TextEpisode
 from aworld_gym.trainers.seam.env_loop import EnvLoop
+from aworld_gym.trainers.seam.groups import finish_groups
 from aworld_gym.trainers.seam.rows import environ_env, row_env, void_weight
 from aworld_gym.trainers.seam.token_rollout import episode_options
+from aworld_gym.wrappers.reward_shaping import group_hooks
 
 T = TypeVar("T")
 NAME = "aworld"
+RECORD = "aworld_record"  # rollout_infos' key of the episode's trajectory record (what group hooks read)
 POOLS = EnvPools()
 ENVS = EnvLoop("aworld-gym-swift-envs")
 
@@ -91,7 +96,7 @@ def rollout_infos(traj: Trajectory, void_policy: str) -> dict[str, Any]:
     return {"total_reward": 0.0 if traj.void else traj.reward, "status": traj.status, "void": float(traj.void),
             "termination": traj.termination, "score": traj.score, "weight": void_weight(traj.void, void_policy),
             "task_id": traj.task_id, "aworld_turns": traj.num_turns,
-            "error": last_line(traj.error, 500) or None}  # fmt: skip
+            "error": last_line(traj.error, 500) or None, RECORD: traj.to_record()}  # fmt: skip
 
 
 # ----- the gym env ----------------------------------------------------------------------------------------------------
@@ -354,26 +359,59 @@ class AWorldGymScheduler(EndedMasks, GYMScheduler):
 
 # ----- the reward -----------------------------------------------------------------------------------------------------
 class AWorldReward(ORM):
-    """``--reward_funcs aworld``: each episode's reward from the scheduler's ``rollout_infos``; a masked (void)
-    episode gets the mean of its group's live rows (the rows with its ``prompt_id``), so its advantage is 0."""
+    """``--reward_funcs aworld``: each episode's training reward from the scheduler's ``rollout_infos``, with the
+    group's work done on the batch (swift hands the whole group only to reward functions): per group (the rows with
+    one ``prompt_id`` and task in ``env_config``), the env's group reward hooks run once on the live rows' trajectory records
+    and each row's share is added to its reward; a masked (void) row gets its group's live mean, so its advantage is 0.
+    The hooks are the env's that the row names (its ``env_config``, else ``$AWORLD_ENV_ID`` / ``$AWORLD_ENV_KWARGS`` in
+    the trainer's process, as for the scheduler). Rows with no record (swift's own ``gym_scheduler``, the OpenEnv
+    scheduler) count with their ``total_reward`` and run no group hooks."""
 
     def __call__(self, completions: list[Any], rollout_infos: list[dict[str, Any]] | None = None,
                  prompt_id: list[str] | None = None, **kwargs: Any) -> list[float]:  # fmt: skip
         if rollout_infos is None:
             raise ValueError("the aworld reward needs rollout_infos: use --multi_turn_scheduler aworld")
-        groups = prompt_id or [str(i) for i in range(len(rollout_infos))]
-        live: dict[str, list[float]] = {}
-        for group, info in zip(groups, rollout_infos, strict=True):
-            if float(info.get("weight", 1.0)) > 0:
-                live.setdefault(group, []).append(float(info.get("total_reward", 0.0)))
-        out = []
-        for group, info in zip(groups, rollout_infos, strict=True):
-            if float(info.get("weight", 1.0)) > 0:
-                out.append(float(info.get("total_reward", 0.0)))
-            else:
-                members = live.get(group, [])
-                out.append(sum(members) / len(members) if members else 0.0)
-        return out
+        n = len(rollout_infos)
+        keys, members, rubrics = [], [], []
+        for i, info in enumerate(rollout_infos):
+            row = {k: v[i] for k, v in kwargs.items() if isinstance(v, list) and len(v) == n}  # swift's batched columns
+            keys.append((prompt_id[i] if prompt_id else str(i), _task_key(row.get("env_config"))))
+            members.append(_member(info))
+            rubrics.append(group_rubric(*swift_env(row.get("env_config"), row)[:2]) if RECORD in info else None)
+        policy = "zero" if any(t.void and t.weight > 0 for t in members) else "mask"  # the scheduler's, by its weights
+        rewards = finish_groups(keys, members, rubrics, policy)
+        return [0.0 if t.void and t.weight > 0 else r for t, r in zip(members, rewards, strict=True)]
+
+
+def _task_key(env_config: Any) -> str:
+    """What tells a row's task apart beside its ``prompt_id`` (swift's id of the dataset's messages, which AWorld rows
+    may all share): its ``env_config`` but the env's kwargs (objects there may differ by row and not by task)."""
+    fields = {k: v for k, v in dict(env_config or {}).items() if k != "env_kwargs"}
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+def _member(info: Mapping[str, Any]) -> Trajectory:
+    """One row's trajectory: its record (the scheduler's weight), else its ``total_reward`` and ending."""
+    record = info.get(RECORD) or {"reward": info.get("total_reward", 0.0), "termination": info.get("termination")}
+    traj = Trajectory.from_record(record)
+    traj.weight = float(info.get("weight", 1.0))
+    return traj
+
+
+_RUBRICS: dict[str, Any] = {}
+
+
+def group_rubric(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
+    """The group reward rubric of an env id and kwargs (``None``: no group hooks), read once off an env made for it
+    and closed at once (an env starts its servers at its first reset, so this starts none)."""
+    key = json.dumps([env_id, env_kwargs], sort_keys=True, default=str)
+    if key not in _RUBRICS:
+        env = env_factory(env_id, dict(env_kwargs) or None)()
+        try:
+            _RUBRICS[key] = group_hooks(env)
+        finally:
+            env.close()
+    return _RUBRICS[key]
 
 
 envs[NAME] = AWorldEnv

@@ -24,11 +24,11 @@ from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.trajectory import Trajectory, void_counts
-from aworld_gym.mcp.loop import BackgroundLoop
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import GroupCollector, check_void_policy
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
+from aworld_gym.trainers.seam.env_loop import EnvLoop
 from aworld_gym.trainers.seam.groups import group_keys, rewards_by_group
 from aworld_gym.trainers.seam.token_rollout import adhoc_task, prompt_text, run_token_batch
 from aworld_gym.trainers.trl_generate import hf_generate, model_generate, vllm_generate
@@ -144,7 +144,7 @@ class AWorldRolloutFunc:
         self.void_policy = check_void_policy(void_policy)
         self.retry_void = (2 if void_policy == "retry" else 0) if retry_void is None else int(retry_void)
         self.max_model_len, self.max_new_tokens, self.overflow_reward = max_model_len, max_new_tokens, overflow_reward
-        self._loop: BackgroundLoop | None = None  # the envs' sessions live on this loop, call after call
+        self.envs = EnvLoop("aworld-gym-trl-envs")  # the envs' sessions live on this loop, call after call
         self._by_prompt: dict[str, str] | None = None
         self._chat: ChatTokens | None = None
         self._warned_adhoc = False
@@ -153,10 +153,9 @@ class AWorldRolloutFunc:
 
     # The envs and their loop live as long as this object (the trainer holds it).
     def close(self) -> None:
-        if self._loop is not None:
-            import asyncio
-
-            asyncio.run_coroutine_threadsafe(self.pool.aclose(), self._loop.loop).result(timeout=120)
+        if self.envs.loop is not None:
+            self.envs.call(self.pool.aclose(), timeout=120)
+            self.envs.stop()
         self.pool.close()
 
     def _task_of(self, prompt: Any) -> dict[str, Any]:
@@ -196,9 +195,6 @@ class AWorldRolloutFunc:
         options = [self._task_of(p) for p in prompts]
         keys = group_keys(prompts, getattr(trainer, "num_generations", None))
         accelerator = getattr(trainer, "accelerator", None)
-        if self._loop is None:
-            self._loop = BackgroundLoop()
-
         limit = self.max_model_len or model_len(trainer)
 
         def mode(gen: Callable[..., Any]) -> TokenMode:
@@ -206,7 +202,7 @@ class AWorldRolloutFunc:
                              overflow_reward=self.overflow_reward)  # fmt: skip
 
         trajectories = run_token_batch(
-            self.pool, options, mode, generate, loop=self._loop.loop, env_id=self.env_id, groups=keys,
+            self.pool, options, mode, generate, envs=self.envs, env_id=self.env_id, groups=keys,
             retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n),
         )  # fmt: skip
         self.last_trajectories = trajectories

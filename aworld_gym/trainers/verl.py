@@ -35,6 +35,7 @@ from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.rows import row_env
 from aworld_gym.trainers.seam.token_rollout import episode_options
 from aworld_gym.trainers.verl_advantage import NAME as MASKED_GRPO  # noqa: F401 - registers verl's aworld_grpo
 from aworld_gym.trainers.verl_data import AGENT_NAME
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 
 POOL = EnvPools()
+NEEDS = "extra_info.env_id / env_factory in the data, or env_id / env_factory in its YAML"
 _CHATS: dict[int, ChatTokens] = {}
 
 
@@ -126,13 +128,8 @@ class AWorldAgentLoop(AgentLoopBase):
         """One episode through the driver; its trajectory, the env's group hooks and the timings."""
         extra = dict(kwargs.get("extra_info") or {})
         factory = _load_factory(extra.get("env_factory") or (None if extra.get("env_id") else self.env_factory))
-        env_id = factory or extra.get("env_id") or self.env_id
-        if not env_id:
-            raise ConfigError(
-                "aworld_agent needs an env: extra_info.env_id / env_factory in the data, or env_id / env_factory in "
-                "its YAML"
-            )
-        env_kwargs = {} if factory else {**self.env_kwargs, **_plain(extra.get("env_kwargs") or {})}
+        env_id, env_kwargs = (factory, {}) if factory else row_env(extra, self.env_id, self.env_kwargs, face="verl",
+                                                                   needs=NEEDS)  # fmt: skip
         pool = POOL.get(env_id, env_kwargs)
         request_id = uuid.uuid4().hex
         timing = {"generate": 0.0}

@@ -1,7 +1,15 @@
-"""One shared test over every face in this venv (runner, TRL, SkyRL, slime, OpenRLHF, AReaL, the OpenEnv server): the
-same task (add-2 on the demo server), the same scripted turns and seed give the same reward through each, and each
-token-exact face the same ids and mask as the driver's token mode (verl and ms-swift, in venvs of their own, are
-checked against the same reference in tests/trainers/test_verl.py and test_swift.py)."""
+"""One shared test over every face in this venv (runner, TRL, SkyRL, slime, OpenRLHF, AReaL, the OpenEnv server,
+RLlib): the same task (add-2 on the demo server), the same scripted turns and seed give the same reward through
+each, and each token-exact face the same ids and mask as the driver's token mode; the env's group hook (a 0.5 bonus)
+reaches each GRPO face's output; a server killed mid-episode is masked on each.
+
+verl and ms-swift, in venvs of their own, are checked against the same reference there: tests/trainers/test_verl.py
+(``test_the_same_trajectory_as_the_drivers_token_mode``, ``test_a_group_hooks_known_bonus_reaches_verls_reward_score``,
+``test_a_server_killed_mid_episode_is_masked_in_its_group``) and test_swift.py
+(``test_the_scheduler_is_token_exact_and_matches_the_driver_on_both_of_swifts_loops``,
+``test_the_envs_group_hooks_reach_what_swift_trains_on``, ``test_void_episodes_are_masked_and_get_their_groups_live_mean``
+and the gym env's). RLlib trains PPO on env steps, not GRPO groups: it has no group case, and a void episode there
+ends truncated with ``status`` void (RLlib bootstraps it instead of scoring a terminal 0)."""
 
 from __future__ import annotations
 
@@ -106,6 +114,22 @@ def via_areal(tok, kwargs, script=(CALL, ANSWER)):
     return out["rewards"].item(), (ids[:n], ids[n:], mask[n:]), sum(mask)
 
 
+def via_rllib(tok, kwargs, script=(CALL, ANSWER)):
+    from aworld_gym.trainers.rllib import make_env
+
+    env = make_env("AWorld/MCP-v0", {**kwargs, "menu": list(script), "obs_tokens": 16})  # action k: the k-th text
+    try:
+        env.reset(seed=0, options={"task_id": "add-2"})
+        steps = []
+        for k in range(len(script)):
+            steps.append(env.step(k))
+            if steps[-1][2] or steps[-1][3]:
+                break
+    finally:
+        env.close()
+    return sum(s[1] for s in steps), None, steps  # RLlib's model reads numbers: no token ids to compare
+
+
 def via_openenv(tok, kwargs):
     from tests.trainers.test_openenv import OPENENV_PY, in_process, openenv_client
 
@@ -118,13 +142,13 @@ def via_openenv(tok, kwargs):
     return sum(s["reward"] for s in episode["steps"]), None, None  # the client's model tokenizes the chat itself
 
 
-@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal", "openenv"])
+@pytest.mark.parametrize("face", ["runner", "trl", "skyrl", "slime", "openrlhf", "areal", "openenv", "rllib"])
 def test_every_face_gives_the_drivers_episode(face, tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     kwargs = demo_env_kwargs(4)
     reference = scripted_tokens(ChatTokens(tok), [CALL, ANSWER], "add-2", kwargs)
     faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal,
-             "openenv": via_openenv}  # fmt: skip
+             "openenv": via_openenv, "rllib": via_rllib}  # fmt: skip
     run = faces.get(face)
     reward, tokens, _ = run(tok, kwargs) if run is not None else via_slime(tok, kwargs, tiny)
     assert reward == reference.reward == 1.0
@@ -144,7 +168,8 @@ GROUP_FACES = ["runner", "trl", "skyrl", "slime", "openrlhf", "areal"]
 @pytest.mark.parametrize("face", GROUP_FACES)
 def test_every_face_runs_the_envs_group_hooks(face, tiny):
     """The env's group hook (a 0.5 bonus) reaches each face's output: the solved episode's reward is 1.5, not 1.0.
-    (AReaL, SkyRL and ms-swift never ran them; the OpenEnv server has no groups: its clients hold them.)"""
+    (AReaL, SkyRL and ms-swift never ran them; ms-swift's and verl's are checked in their venvs; the OpenEnv server
+    and RLlib have no groups: OpenEnv's clients hold them, RLlib trains PPO.)"""
     from aworld_gym.core.rewards import Hook, default_hooks
 
     tok = AutoTokenizer.from_pretrained(tiny)
@@ -163,7 +188,7 @@ def test_every_face_runs_the_envs_group_hooks(face, tiny):
     assert reward == 1.5
 
 
-@pytest.mark.parametrize("face", GROUP_FACES)
+@pytest.mark.parametrize("face", [*GROUP_FACES, "rllib"])
 def test_every_face_masks_an_episode_whose_server_is_killed(face, tiny):
     """The demo server's crash tool ends its process mid-episode: a void episode, which each face leaves out of
     training (nothing of it trainable: loss mask 0, or rejected) with a reward of 0 (a group of one: no live mean).
@@ -173,5 +198,9 @@ def test_every_face_masks_an_episode_whose_server_is_killed(face, tiny):
     faces = {"runner": via_runner, "trl": via_trl, "skyrl": via_skyrl, "openrlhf": via_openrlhf, "areal": via_areal}
     run = faces.get(face)
     script = (CRASH, ANSWER)
+    if face == "rllib":  # no loss mask: the episode ends truncated (bootstrapped, not a terminal 0), marked void
+        *_, (_, _, terminated, truncated, info) = via_rllib(tok, kwargs, script)[2]
+        assert truncated and not terminated and info["status"] == "void"
+        return
     reward, _, trained = run(tok, kwargs, script) if run is not None else via_slime(tok, kwargs, tiny, script)
     assert (reward, trained) == (0.0, 0)

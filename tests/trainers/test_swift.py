@@ -172,7 +172,8 @@ def test_void_episodes_are_masked_and_get_their_groups_live_mean(engine):
         flat = [m for mask in o.response_loss_mask for m in mask]
         assert (sum(flat) == 0) == (info["status"] == "void")
         assert len(o.response_loss_mask) == info["aworld_turns"]
-    rewards = AWorldReward()([None] * 4, rollout_infos=infos, prompt_id=["p"] * 4)
+    env_config = [{**MCP, "env_kwargs": kwargs}] * 4  # the dataset's column, as swift hands it to reward functions
+    rewards = AWorldReward()([None] * 4, rollout_infos=infos, prompt_id=["p"] * 4, env_config=env_config)
     assert rewards == [1.0, 0.5, 0.0, 0.5]  # the void rows: the live rows' mean, so their advantage is 0
     # Colocate mode: the same masking.
     colo = multi_turns["aworld"](max_turns=5, tokenizer=engine.tokenizer, template=engine.template)
@@ -198,6 +199,17 @@ def test_the_gym_env_under_swifts_gym_scheduler(engine):
     assert wrong.rollout_infos["total_reward"] == 0.0
 
 
+def run_group(engine, name: str, prefix: str, scripts: list[list[str]], env_config: dict, max_turns: int):
+    """One group of requests (one per script) through scheduler ``name``'s server ``run()``, concurrently."""
+    sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=max_turns, gym_env="aworld")
+
+    async def all_of():
+        reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
+        return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
+
+    return asyncio.run(all_of())
+
+
 def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine):
     """The gym env with a server killed mid-episode: under ``aworld_gym`` (swift's GYMScheduler plus the episode's
     ending) the void row's every loss mask is 0, its infos say void with weight 0, and AWorldReward gives it the live
@@ -208,13 +220,7 @@ def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine)
     scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER]]
 
     def group(name, prefix):
-        sched = multi_turns[name](infer_engine=Scripted(engine), max_turns=4, gym_env="aworld")
-
-        async def both():
-            reqs = [request(f"{prefix}{i}", s, env_config) for i, s in enumerate(scripts)]
-            return await asyncio.gather(*(sched.run(r, config()) for r in reqs))
-
-        return asyncio.run(both())
+        return run_group(engine, name, prefix, scripts, env_config, max_turns=4)
 
     plain = group("gym_scheduler", "p")
     assert [o.rollout_infos["total_reward"] for o in plain] == [1.0, 0.0] and "status" not in plain[1].rollout_infos
@@ -225,7 +231,71 @@ def test_a_void_gym_env_episode_is_masked_under_the_aworld_gym_scheduler(engine)
         ("ok", "answer", 1.0), ("void", "env_crash", 0.0)]  # fmt: skip
     assert [sum(m for mask in o.response_loss_mask for m in mask) == 0 for o in outs] == [False, True]
     assert len(outs[1].response_loss_mask) == 2  # both of its turns, the one before the crash included
-    assert AWorldReward()([None] * 2, rollout_infos=infos, prompt_id=["p"] * 2) == [1.0, 1.0]
+    rewards = AWorldReward()([None] * 2, rollout_infos=infos, prompt_id=["p"] * 2, env_config=[env_config] * 2)
+    assert rewards == [1.0, 1.0]
+
+
+def group_bonus(group: list[dict]) -> list[float]:
+    """A group reward hook that adds a known bonus (0.5) to each live member (as in test_every_face.py)."""
+    return [0.5] * len(group)
+
+
+def trained_rewards(outs, env_config, *, gym: bool):
+    """What swift trains on: its own ``score_completions`` on samples built from the outputs as its trainer builds them
+    (one group: one dataset row repeated), with ``--reward_funcs aworld`` (and, on the gym env, its ``gym_reward``
+    column), weighted ``--reward_weights 1 0`` on the gym env."""
+    import torch
+    from swift.rl_core.data import GRPOSample
+    from swift.rl_core.grpo_algorithm import score_completions
+
+    from aworld_gym.trainers.swift import AWorldReward
+
+    samples = []
+    for out in outs:
+        sample = GRPOSample.from_row({"messages": [{"role": "user", "content": "ignored"}], "env_config": env_config})
+        sample.prompt_id = "prompt_0"
+        sample.apply_rollout_output(rollout_output=out)
+        samples.append(sample)
+    per_func = score_completions(samples, [AWorldReward()], None, gym, torch.device("cpu"))
+    weights = torch.tensor([1.0, 0.0] if gym else [1.0])
+    return (per_func * weights).sum(dim=1).tolist(), per_func[:, -1].tolist()
+
+
+def test_the_envs_group_hooks_reach_what_swift_trains_on(engine):
+    """A group hook adding 0.5, on the token-exact scheduler and on the gym env under ``aworld_gym``: the solved
+    episode trains on 1.5 (the hook's share added by AWorldReward, which holds the group), the wrong one on 0.5, and a
+    void episode (its server killed mid-episode) stays masked, given the live rows' mean (its advantage 0)."""
+    from aworld_gym.core.rewards import Hook, default_hooks
+
+    hooks = [*default_hooks(), Hook(group_bonus, on="group")]
+    env_config = {**MCP, "env_kwargs": {**demo_env_kwargs(4), "mcp_config": stdio_config(), "reward_hooks": hooks}}
+    scripts = [[CALL, ANSWER], [CALL, CRASH, ANSWER], [CALL, "<answer>7</answer>"]]
+
+    def group(name, prefix):
+        return run_group(engine, name, prefix, scripts, env_config, max_turns=5)
+
+    outs = group("aworld", "h")
+    assert [o.rollout_infos["status"] for o in outs] == ["ok", "void", "failed"]
+    assert [sum(m for mask in o.response_loss_mask for m in mask) == 0 for o in outs] == [False, True, False]
+    json.dumps([o.rollout_infos for o in outs])  # swift's server mode sends them as JSON
+    rewards, _ = trained_rewards(outs, env_config, gym=False)
+    assert rewards == [1.5, 1.0, 0.5]  # the void row: the live rows' mean (1.5 + 0.5) / 2
+    gym_outs = group("aworld_gym", "k")
+    assert [o.rollout_infos["weight"] for o in gym_outs] == [1.0, 0.0, 1.0]
+    assert [sum(m for mask in o.response_loss_mask for m in mask) == 0 for o in gym_outs] == [False, True, False]
+    rewards, gym_reward = trained_rewards(gym_outs, env_config, gym=True)
+    assert rewards == [1.5, 1.0, 0.5] and gym_reward == [1.0, 0.0, 0.0]  # swift's own column: the env's, no share
+
+
+def test_the_reward_groups_rows_by_task_not_only_by_swifts_prompt_id():
+    """swift's ``prompt_id`` names the dataset's messages, which AWorld rows may all share ("the scheduler replaces
+    them"): two tasks in one batch are two groups, so a void row gets its own task's live mean."""
+    from aworld_gym.trainers.swift import AWorldReward
+
+    infos = [{"total_reward": 1.0, "weight": 1.0}, {"total_reward": 0.0, "weight": 0.0, "termination": "env_crash"},
+             {"total_reward": 0.0, "weight": 1.0}, {"total_reward": 0.0, "weight": 0.0, "termination": "env_crash"}]  # fmt: skip
+    configs = [{**MCP, "task_id": t} for t in ("add-2", "add-2", "add-3", "add-3")]
+    assert AWorldReward()([None] * 4, rollout_infos=infos, prompt_id=["p"] * 4, env_config=configs) == [1, 1, 0, 0]
 
 
 @contextlib.contextmanager

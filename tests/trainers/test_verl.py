@@ -264,6 +264,32 @@ def test_group_hooks_run_on_the_complete_group(tokenizer):
         assert o.reward_score == pytest.approx(sum(o.extra_fields["reward_components"].values()))
 
 
+def test_a_group_hooks_known_bonus_reaches_verls_reward_score(tokenizer):
+    """tests/trainers/test_every_face.py's group case on verl: a group hook adding 0.5, two samples of one ``uid``
+    that solve the task: each one's ``reward_score`` (what verl trains on) is 1.5, not 1.0."""
+    from aworld_gym.core.rewards import Hook, default_hooks
+
+    class Server(StandInServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            await asyncio.sleep(0.01)
+            reply = ids(tokenizer, ANSWER if request_id in self.seen else CALL)
+            self.seen.add(request_id)
+            return TokenOutput(token_ids=reply, log_probs=[LOGPROB] * len(reply), stop_reason="completed")
+
+    server = Server([])
+    server.seen = set()
+    hooks = [*default_hooks(), Hook(lambda group: [0.5] * len(group), name="bonus", on="group")]
+    kwargs = {**tool_choice_env_kwargs(**FIXED), "reward_hooks": hooks}
+
+    async def main():
+        rows = [{**row(env_kwargs=kwargs), "uid": "b"} for _ in range(2)]
+        return await asyncio.gather(*(make_loop(tokenizer, server).run({"temperature": 1.0}, **r) for r in rows))
+
+    outs = asyncio.run(main())
+    assert [o.reward_score for o in outs] == [1.5, 1.5]
+    assert all(o.extra_fields["group_reward_components"] == {"bonus": 0.5} for o in outs)
+
+
 def test_the_same_trajectory_as_the_drivers_token_mode(tokenizer):
     """The verl face is the episode driver: the same scripted turns give the same token ids, mask and turns."""
     import gymnasium as gym

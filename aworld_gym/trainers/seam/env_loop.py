@@ -1,12 +1,16 @@
 """The event loop that a face's envs live on, in a thread of its own (see :class:`EnvLoop`): for trainers that call
-from a loop of their own, or from a new loop per call (ms-swift's colocate trainer), and for ``serve-env``."""
+from a loop of their own, or from a new loop per call (ms-swift's colocate trainer), from synchronous code (TRL's
+``rollout_func``), and for ``serve-env``."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class EnvLoop:
@@ -49,7 +53,15 @@ class EnvLoop:
 
     async def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Await ``coro`` on the env loop (cancelling this await cancels it there)."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._started()))
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the env loop from synchronous code; its future (for callers that work while it runs)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._started())
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the env loop from synchronous code and wait for its result (at most ``timeout`` s)."""
+        return self.submit(coro).result(timeout)
 
     def stop(self) -> None:
         with self._lock:

@@ -25,18 +25,33 @@ def group_keys(prompts: Sequence[Any], num_generations: int | None) -> list[str]
     return texts
 
 
+def _by_key(keys: Sequence[Any]) -> dict[Any, list[int]]:
+    by_key: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_key.setdefault(key, []).append(i)
+    return by_key
+
+
 def rewards_by_group(keys: Sequence[Any], members: Sequence[Trajectory]) -> list[float]:
     """:func:`~aworld_gym.rollout.groups.training_rewards` of a batch that holds several groups, each member's taken
     within its own group (``keys[i]``: member ``i``'s group): a masked member gets the mean of its group's live
     members, never of the whole batch's."""
-    by_key: dict[Any, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_key.setdefault(key, []).append(i)
     out = [0.0] * len(members)
-    for idxs in by_key.values():
+    for idxs in _by_key(keys).values():
         for i, reward in zip(idxs, training_rewards([members[i] for i in idxs]), strict=True):
             out[i] = reward
     return out
+
+
+def finish_groups(
+    keys: Sequence[Any], members: Sequence[Trajectory], rubrics: Sequence[Any], void_policy: str = "mask"
+) -> list[float]:
+    """The group's work on a batch that holds several whole groups, for faces that see the batch only at the end
+    (ms-swift's reward function): :func:`~aworld_gym.rollout.groups.finish_group` once per group (``keys[i]``:
+    member ``i``'s group; the group's rubric: its first member's ``rubrics[i]``), then :func:`rewards_by_group`."""
+    for idxs in _by_key(keys).values():
+        finish_group(rubrics[idxs[0]], [members[i] for i in idxs], void_policy=void_policy)
+    return rewards_by_group(keys, members)
 
 
 async def member_of(

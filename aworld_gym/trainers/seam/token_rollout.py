@@ -19,6 +19,7 @@ from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.driver import run_episode
 from aworld_gym.rollout.pool import EnvPool, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
+from aworld_gym.trainers.seam.env_loop import EnvLoop
 
 __all__ = [
     "adhoc_task",
@@ -76,14 +77,14 @@ def run_token_batch(
     mode: Callable[[Callable[..., Any]], TokenMode],
     generate: Generate,
     *,
-    loop: asyncio.AbstractEventLoop,
+    envs: EnvLoop,
     env_id: str = "",
     groups: Sequence[str | None] | None = None,
     retry_void: int = 0,
     any_active: Callable[[int], bool] | None = None,
 ) -> list[Trajectory]:
-    """Run one token-mode episode per entry of ``options`` on envs of ``pool``, the episodes on ``loop`` (a loop
-    running in another thread, where the envs' sessions live) and every generation on this thread.
+    """Run one token-mode episode per entry of ``options`` on envs of ``pool``, the episodes on ``envs`` (the loop,
+    in a thread of its own, where the envs' sessions live) and every generation on this thread.
 
     Args:
         mode: ``episode's generate -> TokenMode`` (the chat template, budget and context limit of the run).
@@ -113,7 +114,7 @@ def run_token_batch(
             requests.put(None)
         return list(await asyncio.gather(*(one(i) for i in range(n))))
 
-    fut = asyncio.run_coroutine_threadsafe(main(), loop)
+    fut = envs.submit(main())
     while True:
         item = requests.get()
         if item is None:
@@ -141,14 +142,12 @@ def token_episodes(
 ) -> list[Trajectory]:  # fmt: skip
     """:func:`run_token_batch` with a pool and a loop of its own, both closed after (evaluation, tests);
     ``mode``: :class:`~aworld_gym.rollout.tokens.TokenMode`'s keywords (``max_model_len``, ...)."""
-    from aworld_gym.mcp.loop import BackgroundLoop
-
-    pool, bg = EnvPool(make), BackgroundLoop()
+    pool, envs = EnvPool(make), EnvLoop("aworld-gym-token-episodes")
     try:
-        return run_token_batch(pool, options, lambda gen: TokenMode(chat, gen, budget, **mode), generate, loop=bg.loop)
+        return run_token_batch(pool, options, lambda gen: TokenMode(chat, gen, budget, **mode), generate, envs=envs)
     finally:
-        asyncio.run_coroutine_threadsafe(pool.aclose(), bg.loop).result(timeout=120)
-        bg.loop.call_soon_threadsafe(bg.loop.stop)
+        envs.call(pool.aclose(), timeout=120)
+        envs.stop()
 
 
 def scripted_episode(
