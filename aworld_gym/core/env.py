@@ -24,9 +24,9 @@ from aworld_gym.core.actions import ActionParser, ParsedAction, get_parser
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.prompts import TOOL_FORMATS, describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
-from aworld_gym.core.rewards import Rubric, Scorer, StepContext, default_hooks, get_scorer
+from aworld_gym.core.rewards import Rubric, StepContext, default_hooks
 from aworld_gym.core.running import Episode, EpisodeRules
-from aworld_gym.core.scoring import contains_match, exact_match
+from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.hub import ToolHub
 from tests.helpers import EVERYTHING_JS, child_pids, http_config, stdio_config, wait_until

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp import errlog
 from aworld_gym.mcp.errlog import CappedLog
 from aworld_gym.mcp.hub import ToolHub
