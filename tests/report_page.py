@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.envs.browser.playwright import own_browser_entry
 from aworld_gym.mcp.hub import ToolHub
 

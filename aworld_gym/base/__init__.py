@@ -12,7 +12,6 @@ from aworld_gym.base.errors import (
     SandboxError,
     ServerError,
     TaskError,
-    ToolError,
 )
 
 __all__ = [
@@ -24,5 +23,4 @@ __all__ = [
     "ServerError",
     "TaskError",
     "ToolCall",
-    "ToolError",
 ]

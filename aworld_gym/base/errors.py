@@ -20,16 +20,13 @@ class TaskError(AWorldGymError, ValueError):
     """Task data is missing or malformed."""
 
 
-class ToolError(AWorldGymError):
-    """A tool call failed at the MCP boundary (unknown tool, bad arguments, error result)."""
-
-
 class ServerError(AWorldGymError):
     """An MCP server could not be started, or died and could not be restarted."""
 
 
 class EnvCrash(AWorldGymError):
-    """The environment's infrastructure failed mid-episode (the episode is truncated with ``env_crash``)."""
+    """The environment's infrastructure failed mid-episode: a reset or step ran past its bound on a face the trainer
+    drives (``aworld_gym.rollout.text_episode``); the episode ends void, with ``env_error``."""
 
 
 class PolicyError(AWorldGymError):

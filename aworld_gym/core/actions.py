@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from aworld_gym.base.calls import ToolCall  # it lives below core and mcp; importing it from here keeps working
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "ParsedAction",
     "ParserFactory",
     "Sample",
-    "ToolCall",
     "action_text",
     "get_parser",
     "parse_action",

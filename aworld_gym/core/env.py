@@ -26,13 +26,14 @@ from aworld_gym.core.actions import ParsedAction, get_parser
 from aworld_gym.core.episode import TRUNCATION_REASONS, TaskState
 from aworld_gym.core.prompts import describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
-from aworld_gym.core.rewards import Rubric, StepContext, default_hooks, get_scorer
+from aworld_gym.core.rewards import Rubric, StepContext, default_hooks
 from aworld_gym.core.running import Episode, EpisodeRules
-from aworld_gym.core.scoring import contains_match, exact_match
+from aworld_gym.core.scoring import contains_match, exact_match, get_scorer
 from aworld_gym.core.settings import FLAT, GROUPS, Limits, Rendering, Rewards, Settings, unknown_keyword
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer
+from aworld_gym.core.trajectory import RewardLedger, Source
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import ToolResult
@@ -341,14 +342,20 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         return self.episode.messages if self.episode is not None else []
 
     @property
+    def ledger(self) -> RewardLedger | None:
+        """The episode's one reward ledger, every writer's part tagged by source (``None`` before the first reset);
+        the trajectory the rollout driver builds holds the same object."""
+        return self.episode.ledger if self.episode is not None else None
+
+    @property
     def episode_reward(self) -> float:
         """The episode's reward as the env's own reward hooks scored it (wrappers' shaping not included)."""
-        return self.episode.ledger.total if self.episode is not None else 0.0
+        return self.episode.ledger.share(Source.ENV).total if self.episode is not None else 0.0
 
     @property
     def episode_components(self) -> dict[str, float]:
         """The episode's reward components as the env's own reward hooks scored them."""
-        return self.episode.ledger.components if self.episode is not None else {}
+        return self.episode.ledger.share(Source.ENV).components if self.episode is not None else {}
 
     @property
     def last_context(self) -> StepContext | None:

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.core.rewards import Rubric, Scores
 from aworld_gym.core.trajectory import sum_into
-
-if TYPE_CHECKING:
-    from aworld_gym.core.rewards import Rubric, Scores
 
 
 def group_scores(rubric: Rubric, records: Sequence[Mapping[str, Any]], results: Sequence[Any]) -> list[Scores]:
     """Turn each group hook's per-episode values (``results[k]``: hook ``k``'s list, or its exception) into Scores."""
-    from aworld_gym.core.rewards import Scores
-
     out = [Scores() for _ in records]
     for hook, values in zip(rubric.group, results, strict=True):
         if isinstance(values, Exception) or len(values) != len(records):

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.group_rewards import add_group_scores, apply_group_hooks, group_scores, score_group
-from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
 from aworld_gym.core.trajectory import Termination
 
 if TYPE_CHECKING:
@@ -41,23 +39,13 @@ __all__ = [
     "PassRateBonus",
     "RewardHook",
     "Rubric",
-    "Scorer",
     "Scores",
     "StepContext",
     "TaskScore",
     "ToolErrorPenalty",
-    "add_group_scores",
-    "apply_group_hooks",
     "apply_hooks",
-    "contains_match",
     "default_hooks",
-    "exact_match",
-    "get_scorer",
-    "group_scores",
-    "normalize_answer",
-    "register_scorer",
     "reward_hook",
-    "score_group",
 ]
 
 

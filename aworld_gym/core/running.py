@@ -14,6 +14,8 @@ machinery.
 
 A turn's reward has one writer, :func:`set_turn_reward`: the env's own rubric and reward-shaping wrappers reach it
 through :meth:`Episode.add_scores`, the rollout driver (what the outermost env returned) directly on the logged turn.
+It also adds what it changes to the episode's one reward ledger, tagged with its writer (the trajectory the driver
+builds holds the same ledger, so each part of the reward is counted once).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from aworld_gym.core.prompts import FORMAT_HINT, render_tool_responses
 from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores, StepContext
 from aworld_gym.core.task import Task
 from aworld_gym.core.token_cut import cut_tokens
-from aworld_gym.core.trajectory import RewardLedger, sum_into
+from aworld_gym.core.trajectory import RewardLedger, Source, sum_into
 from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, ToolResult, truncate
 
 StepOut = tuple[str, float, bool, bool, dict[str, Any]]
@@ -95,7 +97,8 @@ class Episode:
         chars: characters of the actions and observations so far.
         done: the episode ended (a step raises ``ResetNeeded``).
         images: images of the latest observation.
-        ledger: the episode's reward as the env's rubric and its wrappers scored it.
+        ledger: the episode's one reward ledger: every writer's part, tagged by source (the env's rubric, its
+            reward-shaping wrappers; the rollout driver's trajectory holds the same object and adds the rest).
         last_context: the latest step's :class:`~aworld_gym.core.rewards.StepContext`.
         step_started: ``perf_counter()`` when the running step started.
     """
@@ -244,39 +247,37 @@ class Episode:
 
     # ----- the reward --------------------------------------------------------------------------------------
     def context(self, ctx: StepContext) -> EpisodeContext:
-        """The episode as scored so far: the whole turn log (the last turn included) and its reward."""
-        return EpisodeContext(ctx.task, self.turns, ctx, self.ledger.total, dict(self.ledger.components))
+        """The episode as the env's rubric scored it so far: the whole turn log (the last turn included) and the
+        env's own reward."""
+        own = self.ledger.share(Source.ENV)
+        return EpisodeContext(ctx.task, self.turns, ctx, own.total, dict(own.components))
 
     def outer_context(self, ctx: StepContext) -> EpisodeContext:
-        """The episode as the outermost env returned it: each turn's logged reward (wrappers' shaping included)."""
-        components: dict[str, float] = {}
-        for t in self.turns:
-            sum_into(components, t.get("reward_components") or {})
-        return EpisodeContext(ctx.task, self.turns, ctx, float(sum(t.get("reward", 0.0) for t in self.turns)),
-                              components)  # fmt: skip
+        """The episode as the outermost env returned it so far: the whole ledger (wrappers' shaping included)."""
+        return EpisodeContext(ctx.task, self.turns, ctx, self.ledger.total, dict(self.ledger.components))
 
     def add_scores(self, out: StepOut, scores: Scores, *, replace: bool = False, own: bool = True) -> StepOut:
         """Add ``scores`` to the step's reward, its info and the logged turn (``replace``: they replace the
-        components so far, and the reward is their sum). ``own``: the env's rubric scored them (they count in the
-        episode's ledger); a wrapper's shaping counts in the turn only."""
+        components so far, and the reward is their sum). ``own``: the env's rubric scored them (:attr:`Source.ENV` in the
+        ledger); else a wrapper's shaping (:attr:`Source.SHAPING`)."""
         obs, reward, terminated, truncated, info = out
         components = {} if replace else dict(info.get("reward_components") or {})
         sum_into(components, scores.components)
-        if own:
-            self.ledger.add(scores.components)
         total = float(sum(components.values())) if replace else float(reward) + scores.total
         info = {**info, "reward_components": components}
         if scores.metrics:
             info["metrics"] = {**info.get("metrics", {}), **scores.metrics}
         if scores.errors:
             info["reward_errors"] = {**info.get("reward_errors", {}), **scores.errors}
-        self.set_turn_reward(total, components)
+        self.ledger.add_metrics(scores.metrics, scores.errors)
+        self.set_turn_reward(total, components, Source.ENV if own else Source.SHAPING)
         return obs, total, terminated, truncated, info
 
-    def set_turn_reward(self, reward: float, components: Mapping[str, float]) -> None:
-        """The latest turn's reward is ``reward`` with ``components`` (see :func:`set_turn_reward`)."""
+    def set_turn_reward(self, reward: float, components: Mapping[str, float], source: str) -> None:
+        """The latest turn's reward is ``reward`` with ``components``, written by ``source`` (see
+        :func:`set_turn_reward`)."""
         if self.turns:
-            set_turn_reward(self.turns[-1], reward, components)
+            set_turn_reward(self.turns[-1], reward, components, self.ledger, source)
 
     def _log(self, step: Concluded, scores: Scores) -> StepOut:
         """Append the turn to the log with its step rewards, end the episode if the step did, return the 5-tuple."""
@@ -285,8 +286,7 @@ class Episode:
         info["step_time_s"] = time.perf_counter() - self.step_started
         components = scores.components
         reward = scores.total if components else 0.0
-        if components:
-            self.ledger.add(components)
+        self.ledger.add_metrics(scores.metrics, scores.errors)
         info["reward_components"] = components
         if scores.metrics:
             info["metrics"] = scores.metrics
@@ -296,7 +296,7 @@ class Episode:
                            "tool_results": info["tool_results"], "observation": obs, "reward": 0.0,
                            "reward_components": {}, "action_error": ctx.action_error, "answer": ctx.answer,
                            "step_time_s": info["step_time_s"], "messages": messages})  # fmt: skip
-        self.set_turn_reward(reward, components)
+        self.set_turn_reward(reward, components, Source.ENV)
         self.done = ctx.terminated or ctx.truncated
         return obs, reward, ctx.terminated, ctx.truncated, info
 
@@ -308,10 +308,15 @@ class Episode:
         return f"[turn {last['turn']}] action:\n{last['action']}\n--- observation:\n{last['observation']}"
 
 
-def set_turn_reward(turn: MutableMapping[str, Any], reward: float, components: Mapping[str, float]) -> None:
+def set_turn_reward(
+    turn: MutableMapping[str, Any], reward: float, components: Mapping[str, float], ledger: RewardLedger, source: str
+) -> None:
     """The one writer of a logged turn's reward: ``turn`` (an entry of a turn log) gets ``reward`` with
-    ``components``. The env's rubric, reward-shaping wrappers (through :meth:`Episode.add_scores`) and the rollout
-    driver (what the outermost env returned, a Gymnasium reward wrapper's transform included) all write here."""
+    ``components``, and the episode's ``ledger`` what that changed, as ``source``'s part. The env's rubric,
+    reward-shaping wrappers (through :meth:`Episode.add_scores`) and the rollout driver (what the outermost env
+    returned, a Gymnasium reward wrapper's transform included) all write here, so each part is counted once."""
+    before = turn.get("reward_components") or {}
+    ledger.change(before, components, float(reward) - float(turn.get("reward") or 0.0), source=source)
     turn["reward"] = float(reward)
     turn["reward_components"] = dict(components)
 

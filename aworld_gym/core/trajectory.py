@@ -2,7 +2,7 @@
 
 Its turns *are* the env's turn log (the same dicts the env appended, no second copy; the episode driver adds what
 only it knows: the policy's time, the sampled tokens, the reward the outermost env returned). Around them: the task,
-the GRPO group, how the episode ended, one reward ledger, timings, errors, the token data of token-exact runs, and a
+the GRPO group, how the episode ended, one reward ledger (the env's own, shared), timings, errors, the token data of token-exact runs, and a
 **status**:
 
 ==========  ===============================================================  =====================
@@ -69,29 +69,77 @@ def sum_into(totals: dict[str, float], components: Mapping[str, float]) -> float
     return float(sum(components.values()))
 
 
+class Source:
+    """Who added to a :class:`RewardLedger` (the keys of ``RewardLedger.sources``)."""
+
+    ENV = "env"  # the env's own rubric, its step and episode hooks: the env's ``episode_reward``
+    SHAPING = "shaping"  # reward-shaping wrappers (``aworld_gym.wrappers.RewardShaping``)
+    OUTER = "outer"  # what the outermost env returned beyond the layers below (a Gymnasium reward wrapper's
+    # transform; all of it for an env that keeps no ledger)
+    DRIVER = "driver"  # the episode driver's own components (``context_limit``)
+    GROUP = "group"  # group reward hooks, on a complete GRPO group
+
+
+@dataclass
+class Share:
+    """One source's part of a ledger: what it added to the total, and its components."""
+
+    total: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+
+
 @dataclass
 class RewardLedger:
-    """The one place where reward components are summed: ``total`` is always the sum of what was added.
+    """An episode's reward, the one place its components are summed: ``total`` is always the sum of what was added.
+
+    There is one per episode: the env's running episode (:class:`aworld_gym.core.running.Episode`) keeps it and the
+    trajectory the episode driver builds holds the same object, so each part of the reward is written once, by its
+    writer, tagged with its :class:`Source`: the env's rubric and reward-shaping wrappers through the turn's one
+    writer (:func:`aworld_gym.core.running.set_turn_reward`), the driver (what the outermost env returned beyond them,
+    the context limit), the group hooks.
 
     Attributes:
         total: the episode's reward (what the outermost env returned, plus group and overflow components).
         components: the weighted components by name.
         metrics: weight-0 components (logged, not counted).
         errors: reward hooks that raised, by name.
+        sources: each writer's :class:`Share` (``share(Source.ENV)`` is the env's own reward, wrappers' shaping not
+            included). Bookkeeping of who wrote what: not in a record (a ledger read back has none), not compared.
     """
 
     total: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, Share] = field(default_factory=dict, compare=False)
 
-    def add(self, components: Mapping[str, float], total: float | None = None) -> float:
-        """Add components; ``total`` (default: their sum) is what they add to the reward (a Gymnasium reward
-        wrapper's transform shows in the total, not in the components). Returns the added total."""
+    def add(self, components: Mapping[str, float], total: float | None = None, *, source: str) -> float:
+        """Add ``source``'s components; ``total`` (default: their sum) is what they add to the reward (a Gymnasium
+        reward wrapper's transform shows in the total, not in the components). Returns the added total."""
         added = sum_into(self.components, components)
         added = added if total is None else float(total)
         self.total += added
+        share = self.sources.setdefault(source, Share())
+        share.total += added
+        sum_into(share.components, components)
         return added
+
+    def change(self, before: Mapping[str, float], after: Mapping[str, float], total: float, *, source: str) -> None:
+        """A turn's components went from ``before`` to ``after`` and its reward changed by ``total``: add the
+        difference as ``source``'s. A component ``after`` no longer has (a wrapper that replaces the env's
+        components) leaves ``components`` when that brings it to 0."""
+        delta = {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
+        delta.update({k: -float(v) for k, v in before.items() if k not in after})
+        delta = {k: v for k, v in delta.items() if v or k not in before}  # unchanged: not written again
+        if delta or total:
+            self.add(delta, total, source=source)
+        for k in before.keys() - after.keys():
+            if abs(self.components.get(k, 1.0)) <= 1e-12:
+                del self.components[k]
+
+    def share(self, source: str) -> Share:
+        """What ``source`` added (an empty share if nothing)."""
+        return self.sources.get(source) or Share()
 
     def add_metrics(self, metrics: Mapping[str, float] | None, errors: Mapping[str, str] | None = None) -> None:
         sum_into(self.metrics, metrics or {})

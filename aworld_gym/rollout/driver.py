@@ -27,7 +27,7 @@ import gymnasium as gym
 from aworld_gym.core.actions import Action, Sample, action_text
 from aworld_gym.core.faces import async_face
 from aworld_gym.core.running import set_turn_reward
-from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
+from aworld_gym.core.trajectory import RewardLedger, Source, Termination, TokenData, Trajectory
 from aworld_gym.rollout.policies import Policy, policy_act
 from aworld_gym.rollout.policies.openai_policy import ContextOverflow
 from aworld_gym.rollout.sinks.screenshots import Screenshots, render_async, render_sync
@@ -36,7 +36,7 @@ from aworld_gym.rollout.tokens import TokenMode, TokenTrack, new_env_messages, s
 T = TypeVar("T")
 PROMPT_CHARS = 8000  # the first observation kept in a trajectory, at most
 
-__all__ = ["PROMPT_CHARS", "arun_episode", "error_text", "record_step", "run_episode", "run_now"]
+__all__ = ["PROMPT_CHARS", "adopt_episode", "arun_episode", "error_text", "record_step", "run_episode", "run_now"]
 
 
 class _SyncFace:
@@ -118,10 +118,7 @@ async def _drive(
         traj.task_meta = dict(info.get("task_meta") or {})
         if isinstance(obs, str):  # the first observation (the task as the model saw it), for reading runs
             traj.prompt = obs if len(obs) <= PROMPT_CHARS else obs[:PROMPT_CHARS] + " [...]"
-        log = getattr(unwrapped, "turns", None)
-        own_log = not isinstance(log, list)
-        if not own_log:
-            traj.turns = log  # the env's turn log is the trajectory's (a new list at every reset)
+        own_log = adopt_episode(traj, unwrapped)
         timings["reset_s"] = time.perf_counter() - t0
         shots = Screenshots.open(screenshots, traj, unwrapped)
         if shots is not None:
@@ -192,18 +189,30 @@ async def _token_action(face: _SyncFace, track: TokenTrack, mode: TokenMode, tra
 def _overflow(traj: Trajectory, reward: float, error: str | None = None) -> None:
     traj.end(Termination.CONTEXT_LIMIT, error=error)
     if reward:
-        traj.ledger.add({Termination.CONTEXT_LIMIT: reward})
+        traj.ledger.add({Termination.CONTEXT_LIMIT: reward}, source=Source.DRIVER)
+
+
+def adopt_episode(traj: Trajectory, env: Any) -> bool:
+    """Give ``traj`` the episode ``env`` (the unwrapped env, just reset) keeps: its turn log and its reward ledger,
+    the same objects (new ones at every reset), so that each turn and each part of its reward is written once.
+    Returns whether the driver keeps its own instead (the env keeps no turn log and ledger)."""
+    turns, ledger = getattr(env, "turns", None), getattr(env, "ledger", None)
+    if not isinstance(turns, list) or not isinstance(ledger, RewardLedger):
+        return True
+    traj.turns, traj.ledger = turns, ledger
+    return False
 
 
 def record_step(
     traj: Trajectory, action: Any, out: tuple[Any, ...], policy_s: float, env_s: float, own: bool = False
 ) -> None:
-    """One step from what the outermost env returned: the turn is the env's own log entry (``own``: the env keeps
-    none, so the driver builds it from ``info``)."""
+    """One step from what the outermost env returned: the turn is the env's own log entry, its reward as the env
+    and its wrappers logged it is in the ledger already, and the driver adds what the outermost env returned beyond
+    it (``own``: the env keeps no log and ledger, so the driver builds the turn from ``info`` and adds all of it)."""
     obs, reward, terminated, truncated, info = out
     components = dict(info.get("reward_components") or {})
-    traj.ledger.add(components, total=float(reward))
-    traj.ledger.add_metrics(info.get("metrics"), info.get("reward_errors"))
+    if own:
+        traj.ledger.add_metrics(info.get("metrics"), info.get("reward_errors"))
     if info.get("score") is not None:
         traj.score = info["score"]
     if info.get("answer") is not None:
@@ -215,7 +224,7 @@ def record_step(
                  "tool_results": info.get("tool_results", []), "observation": obs,
                  "action_error": info.get("action_error"), "answer": info.get("answer")}  # fmt: skip
         traj.turns.append(entry)
-    set_turn_reward(entry, float(reward), components)  # what the outermost env (wrappers included) returned
+    set_turn_reward(entry, float(reward), components, traj.ledger, Source.OUTER)  # the outermost env's reward
     entry.update(policy_s=policy_s, env_s=env_s)
     sample = action.sample if isinstance(action, Action) else None
     if sample is not None:  # the policy's sampled tokens/logprobs (and model version) for this action

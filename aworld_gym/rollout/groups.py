@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.trajectory import VOID_POLICIES, Trajectory
+from aworld_gym.core.trajectory import VOID_POLICIES, Source, Trajectory
 
 Run = Callable[[Awaitable[Any]], Any]
 
@@ -41,7 +41,7 @@ def finish_group(
     void members (see the module's docstring)."""
     for traj, scores in zip(members, group_shares(rubric, members, run), strict=True):
         if scores is not None:
-            traj.ledger.add(scores.components)
+            traj.ledger.add(scores.components, source=Source.GROUP)
             traj.ledger.add_metrics(scores.metrics, scores.errors)
             traj.group_reward_components = dict(scores.components)
     if size is not None or (rubric is not None and getattr(rubric, "group", None)):

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from aworld_gym.base.errors import EnvCrash, TaskError
 from aworld_gym.core.trajectory import Termination, Trajectory
-from aworld_gym.rollout.driver import error_text, record_step, run_now
+from aworld_gym.rollout.driver import adopt_episode, error_text, record_step, run_now
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import new_env_messages
 
@@ -107,6 +107,7 @@ class _Episode:
         self.env: Any = None
         self.trajectory = Trajectory(env_id, policy=policy)
         self.started = False  # start() was called: the trajectory is an episode's
+        self.own_log = True  # the env keeps no turn log and ledger: the trajectory's are built from each step
         self._face = face
 
     @property
@@ -141,8 +142,7 @@ class _Episode:
         unwrapped = self.env.unwrapped
         traj.task_id, traj.task_meta = info.get("task_id"), dict(info.get("task_meta") or {})
         traj.prompt = obs if isinstance(obs, str) else None
-        if isinstance(getattr(unwrapped, "turns", None), list):
-            traj.turns = unwrapped.turns
+        self.own_log = adopt_episode(traj, unwrapped)
         return Turn(str(obs), 0.0, False, [dict(m) for m in unwrapped.messages], dict(info))
 
     async def _step(self, text: str) -> Turn:
@@ -154,7 +154,7 @@ class _Episode:
             out = await self._face.step(self.env, text)
         except Exception as exc:  # noqa: BLE001 - the env failed: a void episode
             return await self._failed(exc)
-        record_step(traj, text, out, 0.0, 0.0, own=not isinstance(getattr(unwrapped, "turns", None), list))
+        record_step(traj, text, out, 0.0, 0.0, own=self.own_log)
         obs, reward, _, _, info = out
         return Turn(str(obs), float(reward), traj.done, new_env_messages(self.env, before + 1), dict(info))
 

@@ -111,19 +111,6 @@ def world_readable(path: Path) -> bool:
         return False
 
 
-def read_capped(path: Path, max_chars: int) -> tuple[str, bool]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_chars * 4 + 4)
-            more = bool(f.read(1))
-    except OSError:
-        return "", False
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > max_chars:
-        return text[:max_chars], True
-    return text, more
-
-
 def python_roots(python: str) -> list[str]:
     """Folders that make up the Python installation (base prefix, venv prefix, the executable's folder)."""
     roots = {sys.base_prefix, sys.prefix, str(Path(python).resolve().parent.parent)}

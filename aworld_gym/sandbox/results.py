@@ -7,8 +7,6 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aworld_gym.sandbox.host import read_capped
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -69,6 +67,20 @@ class ExecResult:
             parts.append("(no output)")
         parts.extend(self.notes)
         return "\n".join(parts)
+
+
+def read_capped(path: Path, max_chars: int) -> tuple[str, bool]:
+    """The text of an execution's output file cut to ``max_chars``, and whether it was cut."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_chars * 4 + 4)
+            more = bool(f.read(1))
+    except OSError:
+        return "", False
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > max_chars:
+        return text[:max_chars], True
+    return text, more
 
 
 def outcome(code: int | None, timed_out: bool, duration: float, exec_dir: Path, limits: Limits, bwrap: bool,

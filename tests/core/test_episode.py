@@ -126,7 +126,8 @@ def test_strict_reraises_the_envs_own_bugs(face):
 
 @pytest.mark.parametrize("face", ["sync", "async"])
 def test_step_takes_an_action_with_parsed_calls_and_a_sample(face):
-    from aworld_gym.core.actions import Action, Sample, ToolCall
+    from aworld_gym.base.calls import ToolCall
+    from aworld_gym.core.actions import Action, Sample
 
     env = async_face(gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS))
     # the endpoint parsed the call (ids and all): the env runs it, not a parse of the text

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import AWorldGymError
-from aworld_gym.core.actions import Action, HermesParser, ToolCall, parse_action
+from aworld_gym.core.actions import Action, HermesParser, parse_action
 from aworld_gym.core.task import load_tasks
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.results import describe_error, readable, render_content, truncate

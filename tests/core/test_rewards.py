@@ -10,10 +10,8 @@ from aworld_gym.core.rewards import (
     TaskScore,
     ToolErrorPenalty,
     apply_hooks,
-    contains_match,
-    exact_match,
-    get_scorer,
 )
+from aworld_gym.core.scoring import contains_match, exact_match, get_scorer
 from aworld_gym.core.task import Task
 from aworld_gym.mcp.results import ToolResult
 

@@ -9,7 +9,8 @@ import gymnasium as gym
 import pytest
 
 from aworld_gym import Hook, LLMJudge, async_face, reward_hook
-from aworld_gym.core.rewards import PassRateBonus, Rubric, TaskScore, apply_group_hooks
+from aworld_gym.core.group_rewards import apply_group_hooks
+from aworld_gym.core.rewards import PassRateBonus, Rubric, TaskScore
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.policies.plan import PlanPolicy

@@ -12,6 +12,7 @@ from aworld_gym.core.actions import get_parser
 from aworld_gym.core.rewards import Rubric, Scores, default_hooks, reward_hook
 from aworld_gym.core.running import Episode, EpisodeRules
 from aworld_gym.core.task import Task
+from aworld_gym.core.trajectory import Source
 
 CORE = Path(__file__).resolve().parents[2] / "aworld_gym" / "core"
 
@@ -56,16 +57,20 @@ def test_an_answer_is_scored_and_episode_hooks_see_the_whole_log():
     assert seen == [1] and ep.ledger.components == {"task": 1.0, "length": 2.0} and ep.turns[-1]["reward"] == 3.0
 
 
-def test_a_wrappers_scores_change_the_turn_but_not_the_envs_ledger():
+def test_a_wrappers_scores_are_the_shaping_share_of_the_one_ledger():
     ep = episode()
     out = ep.finish(ep.conclude(ep.parse("<answer>4</answer>"), [], None, 1.0, None), Rubric(default_hooks()),
                     lambda a: a)  # fmt: skip
     shaped = ep.add_scores(out, Scores(components={"bonus": 0.5}), own=False)
     assert shaped[1] == 1.5 and ep.turns[-1]["reward"] == 1.5 and ep.turns[-1]["reward_components"] == {
         "task": 1.0, "bonus": 0.5}  # fmt: skip
-    assert ep.ledger.total == 1.0 and out[4]["reward_components"] == {"task": 1.0}  # the inner info is not edited
+    assert out[4]["reward_components"] == {"task": 1.0}  # the inner info is not edited
+    assert ep.ledger.total == 1.5 and ep.ledger.share(Source.ENV).total == 1.0  # the env's own reward stays apart
+    assert ep.ledger.share(Source.SHAPING).components == {"bonus": 0.5}
     replaced = ep.add_scores(shaped, Scores(components={"only": 0.25}), replace=True, own=False)
     assert replaced[1] == 0.25 and ep.turns[-1]["reward_components"] == {"only": 0.25}
+    assert ep.ledger.total == 0.25 and ep.ledger.components == {"only": 0.25}
+    assert ep.ledger.share(Source.ENV).components == {"task": 1.0}
 
 
 def test_no_core_module_but_env_imports_mcpenv():

@@ -19,8 +19,8 @@ import httpx2
 import pytest
 
 import aworld_gym  # noqa: F401
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.auth import connect
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.options import ToolOptions

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError, ServerError
-from aworld_gym.core.actions import HermesParser, ToolCall
+from aworld_gym.core.actions import HermesParser
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.functions import function_server
 from aworld_gym.mcp.hub import ToolHub

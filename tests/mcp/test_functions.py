@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.functions import FunctionTools, function_server, parse_docstring
 from aworld_gym.mcp.hub import ToolHub
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.functions import function_server
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.results import TIMEOUT

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.transports.stdio import LineReader, message_id
 from tests.helpers import wait_until

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from tests.helpers import wait_until
 

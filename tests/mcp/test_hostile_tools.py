@@ -18,7 +18,7 @@ import gymnasium as gym
 import pytest
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.tools import listing
 from tests.helpers import ROOT, http_server

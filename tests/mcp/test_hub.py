@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.demo_server import build_server
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.options import ToolOptions

@@ -1,5 +1,5 @@
 """``aworld_gym.base`` lies below ``mcp`` and ``core``: mcp imports nothing of core, base nothing of either, and
-the old import paths (``aworld_gym.base.errors``, ``aworld_gym.core.actions.ToolCall``) give the same objects."""
+the shared types have one home each (no re-export shims)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,18 @@ def test_no_shim_is_left_for_the_moved_names():
         value = getattr(aworld_gym.base.errors, name)
         if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == "aworld_gym.base.errors":
             assert name in aworld_gym.base.__all__, name
+
+
+def test_the_shared_types_have_one_home():
+    from aworld_gym.core import actions
+    from aworld_gym.mcp.results import ToolResult
+
+    assert "ToolCall" not in actions.__all__  # no re-export: ToolCall is imported from aworld_gym.base.calls
+    assert ToolResult.__dataclass_fields__["call"].type in ("ToolCall", ToolCall)
+    for name in aworld_gym.base.errors.__dict__:
+        value = getattr(aworld_gym.base.errors, name)
+        if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == "aworld_gym.base.errors":
+            assert name in aworld_gym.base.__all__ and aworld_gym.base.__dict__[name] is value, name
 
 
 def test_a_tool_call_pickles_under_its_new_home():

@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.core.faces import async_face
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.mcp.demo_server import build_server

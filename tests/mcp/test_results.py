@@ -5,7 +5,7 @@ from typing import TypedDict
 
 from mcp.server.mcpserver import MCPServer
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import ToolResult, truncate
@@ -61,7 +61,7 @@ def test_to_dict_keys_without_structured_content():
 
 
 def test_the_sdk_result_wrapper_is_not_copied_into_records_and_cut_results_keep_no_copy():
-    from aworld_gym.core.actions import ToolCall
+    from aworld_gym.base.calls import ToolCall
     from aworld_gym.mcp.demo_server import build_server
     from aworld_gym.mcp.hub import ToolHub
     from aworld_gym.mcp.results import ToolResult

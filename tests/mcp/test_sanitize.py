@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.results.images import read_image
 from aworld_gym.mcp.results.sanitize import clean_field, clean_text

@@ -21,7 +21,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, TextContent
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.core.episode import require_text
 from aworld_gym.mcp.demo_server import PICTURES
 from aworld_gym.mcp.hub import ToolHub

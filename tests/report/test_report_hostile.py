@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aworld_gym.cli import main
-from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.core.trajectory import Source, Trajectory
 from aworld_gym.report.html import HERE, build
 from aworld_gym.report.stats import NOT_A_RECORD
 from aworld_gym.rollout.sinks.screenshots import screenshots_folder
@@ -166,7 +166,7 @@ def test_control_bytes_are_escaped_on_the_terminal_and_in_the_page(tmp_path, cap
 
 def test_from_record_accepts_any_key_and_keeps_the_fields_its_own(tmp_path):
     traj = Trajectory("AWorld/MCP-v0", task_id="t")
-    traj.ledger.add({"task": 1.0})
+    traj.ledger.add({"task": 1.0}, source=Source.OUTER)
     rec = traj.to_record()
     hostile = {**rec, "extra": {"reward": 99.0, "task_id": "other"}, "ledger": "not a ledger", "tokens": "junk",
                "cut_sampled": {"x": 1}}  # fmt: skip

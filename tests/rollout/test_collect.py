@@ -10,7 +10,7 @@ import time
 import pytest
 
 from aworld_gym.base.errors import last_line
-from aworld_gym.core.trajectory import TokenData, Trajectory
+from aworld_gym.core.trajectory import Source, TokenData, Trajectory
 from aworld_gym.rollout.collect import collect, error_of, plan_jobs
 from aworld_gym.rollout.policies.plan import PlanPolicy
 from aworld_gym.rollout.sinks import JSONLSink, iter_records, open_sink
@@ -117,7 +117,7 @@ def _full_record(**over):
     group hook fields and a key of the driver's (``cut_sampled``) that no column names."""
     traj = Trajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 2}, prompt="p", seed=3, sample=1, group="g0")
     traj.turns.append({"turn": 1, "action": "a", "reward": 0.0, "tool_calls": [{"name": "add", "arguments": {}}]})
-    traj.ledger.add({"task": 0.0})
+    traj.ledger.add({"task": 0.0}, source=Source.OUTER)
     traj.end("env_crash", error="Traceback: boom")
     traj.tokens = TokenData([1, 2], [3, 4, 5], [-0.1, -0.2, 0.0], [1, 1, 0], model_turns=1, env_turns=1)
     traj.weight, traj.screenshot, traj.group_complete = 0.0, "shots/1.png", True

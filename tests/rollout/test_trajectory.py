@@ -2,16 +2,26 @@
 
 import asyncio
 import json
+import pickle
 
 import gymnasium as gym
 import pytest
 
 import aworld_gym  # noqa: F401
-from aworld_gym.core.trajectory import RewardLedger, Termination, TokenData, Trajectory, status_of, void_counts
+from aworld_gym.core.faces import async_face
+from aworld_gym.core.trajectory import (
+    RewardLedger,
+    Source,
+    Termination,
+    TokenData,
+    Trajectory,
+    status_of,
+    void_counts,
+)
 from aworld_gym.rollout.driver import arun_episode, run_episode
 from aworld_gym.rollout.policies import ContextLimit
 from aworld_gym.rollout.policies.plan import PlanPolicy
-from tests.helpers import demo_env_kwargs, shaped_env
+from tests.helpers import SHAPED, demo_env_kwargs, shaped_env
 
 
 @pytest.mark.parametrize(
@@ -39,7 +49,7 @@ def test_status_of_every_ending(termination, score, terminated, status):
 def test_a_record_reads_back_as_the_same_trajectory():
     traj = Trajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 1}, prompt="p", seed=3, sample=2, group="g")
     traj.turns.append({"turn": 1, "action": "a", "reward": 1.0, "messages": [{"role": "user"}], "step_time_s": 0.1})
-    traj.ledger.add({"task": 1.0, "fmt": -0.5}, total=0.5)
+    traj.ledger.add({"task": 1.0, "fmt": -0.5}, total=0.5, source=Source.OUTER)
     traj.ledger.add_metrics({"m": 2.0}, {"hook": "boom"})
     traj.score, traj.answer, traj.terminated, traj.termination = 1.0, "12", True, "answer"
     traj.tokens = TokenData([1, 2], [3, 4], [-0.1, 0.0], [1, 0], 1, 1)
@@ -69,7 +79,7 @@ def test_reading_a_key_gives_the_records_value_without_building_the_record(group
     traj = CountingTrajectory("AWorld/MCP-v0", task_id="t", task_meta={"level": 1}, seed=3, group="g")
     for i in range(200):
         traj.turns.append({"turn": i, "action": "a" * 100, "messages": [{"role": "user"}], "step_time_s": 0.1})
-    traj.ledger.add({"task": 1.0}, total=1.0)
+    traj.ledger.add({"task": 1.0}, total=1.0, source=Source.OUTER)
     traj.score, traj.terminated, traj.termination = 1.0, True, "answer"
     traj.extra.update({"attempts": 2, "reward": 99.0, "prompt": "from extra", "ledger": "x"})  # no field clobbered
     if grouped:
@@ -91,11 +101,61 @@ def test_reading_a_key_gives_the_records_value_without_building_the_record(group
     assert traj.task_meta == {"level": 1} and "messages" not in traj["turns"][0]
 
 
-def test_the_ledger_sums_what_it_is_given():
+def test_the_ledger_sums_what_it_is_given_by_source():
     ledger = RewardLedger()
-    assert ledger.add({"a": 1.0, "b": 2.0}) == 3.0
-    assert ledger.add({"a": 1.0}, total=10.0) == 10.0  # a reward wrapper's transform shows in the total only
+    assert ledger.add({"a": 1.0, "b": 2.0}, source=Source.ENV) == 3.0
+    assert ledger.add({"a": 1.0}, total=10.0, source=Source.OUTER) == 10.0  # a transform shows in the total only
     assert ledger.total == 13.0 and ledger.components == {"a": 2.0, "b": 2.0}
+    assert ledger.share(Source.ENV).total == 3.0 and ledger.share(Source.OUTER).components == {"a": 1.0}
+    assert ledger.share(Source.GROUP).total == 0.0 and ledger == RewardLedger(13.0, {"a": 2.0, "b": 2.0})
+
+
+def test_a_turns_change_is_added_once_and_a_replaced_component_leaves():
+    ledger = RewardLedger()
+    ledger.change({}, {"task": 1.0, "format": 0.0}, 1.0, source=Source.ENV)  # the env logs its turn
+    ledger.change({"task": 1.0, "format": 0.0}, {"task": 1.0, "format": 0.0}, 0.0, source=Source.OUTER)  # same
+    assert ledger.sources.keys() == {Source.ENV} and ledger.components == {"task": 1.0, "format": 0.0}
+    ledger.change({"task": 1.0, "format": 0.0}, {"only": 0.25}, -0.75, source=Source.SHAPING)  # replace=True
+    assert ledger.total == 0.25 and ledger.components == {"only": 0.25}
+    assert ledger.share(Source.ENV).total == 1.0 and ledger.share(Source.SHAPING).total == -0.75
+
+
+class Doubled(gym.RewardWrapper):
+    """A user's own Gymnasium reward wrapper, outermost."""
+
+    def reward(self, reward):
+        return 2.0 * float(reward)
+
+
+def written_once(env, traj):
+    ledger = env.unwrapped.ledger
+    assert traj.ledger is ledger and traj.turns is env.unwrapped.turns  # the env's, no second copy
+    assert traj.reward == 22.0 == sum(t["reward"] for t in traj.turns)  # what the outermost env returned
+    assert ledger.components == SHAPED and traj.turns[-1]["reward_components"] == SHAPED
+    assert ledger.share(Source.ENV).total == env.unwrapped.episode_reward == 1.0  # wrappers not included
+    assert ledger.share(Source.SHAPING).components == {"bonus": 10.0}
+    assert ledger.share(Source.OUTER).total == 11.0 and ledger.share(Source.OUTER).components == {}
+    back = pickle.loads(pickle.dumps(traj))  # how a process or Ray engine ships it back
+    assert back.reward == 22.0 and back.ledger.share(Source.ENV).total == 1.0
+    read = Trajectory.from_record(traj.to_record())  # a record keeps the total and the components
+    assert read.ledger == traj.ledger and read.reward == 22.0
+
+
+def test_the_episode_reward_is_written_once_in_one_ledger():
+    env = Doubled(shaped_env())  # the env's rubric, RewardShaping's bonus, then a transform of the sum
+    try:
+        written_once(env, run_episode(env, PlanPolicy(), options={"task_index": 1}))
+    finally:
+        env.close()
+
+    async def on_the_async_face():
+        env = Doubled(shaped_env())
+        try:
+            written_once(env, await arun_episode(env, PlanPolicy(), options={"task_index": 1}))
+        finally:
+            await async_face(env).aclose()
+
+    asyncio.run(on_the_async_face())
 
 
 def test_void_counts_by_kind():

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import SandboxError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.sandbox.server import Workspaces, build_server
 from tests.helpers import child_pids, wait_until

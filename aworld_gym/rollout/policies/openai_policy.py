@@ -30,8 +30,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError, PolicyError
-from aworld_gym.core.actions import Action, Sample, ToolCall
+from aworld_gym.core.actions import Action, Sample
 from aworld_gym.core.prompts import render_system_prompt
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str decoded from JSON, any surrogate is a lone one

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.envs.gaia.files_server import build_server
 from aworld_gym.mcp.hub import ToolHub
 

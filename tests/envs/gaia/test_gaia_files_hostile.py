@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 import aworld_gym  # noqa: F401
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError, TaskError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.envs.gaia.files_server import build_server
 from aworld_gym.envs.gaia.loader import load_gaia
 from aworld_gym.mcp.hub import ToolHub

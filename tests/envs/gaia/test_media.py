@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from aworld_gym.core.actions import ToolCall
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.envs.gaia.files_server import build_server
 from aworld_gym.mcp.hub import ToolHub
 from tests.media_standins import send_json, serve_v1

@@ -15,8 +15,8 @@ from typing import ClassVar
 import httpx2
 import pytest
 
+from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ConfigError
-from aworld_gym.core.actions import ToolCall
 from aworld_gym.envs.gaia.search_server import (
     TRUNCATION_NOTE,
     HTTPSearchBackend,
