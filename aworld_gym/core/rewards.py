@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.group_rewards import add_group_scores, apply_group_hooks, group_scores, score_group
-from aworld_gym.core.scoring import Scorer, contains_match, exact_match, get_scorer, normalize_answer, register_scorer
+from aworld_gym.core.scoring import (
+    Scorer,
+    contains_match,
+    exact_match,
+    get_scorer,
+    normalize_answer,
+    register_scorer,
+    require_answers,
+)
 from aworld_gym.core.trajectory import Termination
 
 if TYPE_CHECKING:
@@ -56,6 +64,7 @@ __all__ = [
     "group_scores",
     "normalize_answer",
     "register_scorer",
+    "require_answers",
     "reward_hook",
     "score_group",
 ]
