@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aworld_gym.base.version import __version__
@@ -100,6 +100,8 @@ def register(
     max_episode_steps: int | None = 20,
     reference_policy: str | Callable[..., Any] | None = None,
     worker_share: str | Callable[..., Any] | None = None,
+    tool_names: str | Sequence[str] | None = None,
+    needs: Sequence[str] | None = None,
     **kwargs: Any,
 ) -> str:
     """Register an AWorld-style env with Gymnasium: its id, entry point, default turn limit and reference policy.
@@ -115,6 +117,10 @@ def register(
             the environment of one of ``processes`` worker processes on a machine of ``cpus`` CPUs, so that the
             process and Ray engines' workers share the machine's slots (a ``"module:function"`` string or the
             function; see :mod:`aworld_gym.core.registry`).
+        tool_names: the names of the env's tools, for ``aworld-gym envs`` (which starts no server): a sequence or a
+            ``"module:attr"`` string naming one. Without it, the names of a ``tools=`` default kwarg's functions.
+        needs: the keyword arguments ``gym.make`` needs for this id, for ``aworld-gym envs`` (``"a | b"``: either);
+            the entry point's parameters without a default are added.
         **kwargs: default keyword arguments of the env (``gym.register``'s ``kwargs``).
 
     The env reads its id's ``max_episode_steps`` from the registry at reset and ends that turn itself on both faces
@@ -134,7 +140,9 @@ def register(
         vector_entry_point=_vector_entry_point(env_id),
         kwargs=dict(kwargs),
     )
-    _registry.declare(env_id, reference_policy=reference_policy, worker_share=worker_share)
+    names = tool_names if tool_names is None or isinstance(tool_names, str) else tuple(tool_names)
+    _registry.declare(env_id, reference_policy=reference_policy, worker_share=worker_share, tool_names=names,
+                      needs=tuple(needs) if needs else None)  # fmt: skip
     return env_id
 
 
@@ -147,6 +155,15 @@ _BUILTIN = (
     ("AWorld/Browser-v0", "aworld_gym.envs.browser.env:BrowserEnv", 20,
      "aworld_gym.envs.browser.reference:BrowserReferencePolicy", "aworld_gym.envs.browser.browsers:active_share"),
 )  # fmt: skip
+# what `aworld-gym envs` shows of the built-in ids without starting their servers (tests/test_cli_envs.py checks the
+# tool names against the envs' real tools with their default kwargs)
+_DESCRIBED: dict[str, dict[str, Any]] = {
+    "AWorld/MCP-v0": {"needs": ("tasks", "mcp_config | servers | tools")},
+    "AWorld/Code-v0": {"tool_names": ("run_python",)},
+    "AWorld/GAIA-v0": {"tool_names": ("read_file", "list_files", "describe_image", "transcribe_audio", "web_search",
+                                      "fetch_url", "run_python", "run_shell")},
+    "AWorld/Browser-v0": {"tool_names": "aworld_gym.envs.browser.env:AGENT_TOOLS"},
+}  # fmt: skip
 
 
 def register_envs() -> list[str]:
@@ -155,10 +172,12 @@ def register_envs() -> list[str]:
 
     for env_id, entry_point, max_steps, policy, share in _BUILTIN:
         ENV_IDS[env_id] = (entry_point, max_steps)
+        described = _DESCRIBED.get(env_id, {})
         if env_id not in gym.registry:
-            register(env_id, entry_point, max_episode_steps=max_steps, reference_policy=policy, worker_share=share)
+            register(env_id, entry_point, max_episode_steps=max_steps, reference_policy=policy, worker_share=share,
+                     **described)  # fmt: skip
         elif env_id not in _registry.DECLARED:  # registered with gym.register directly: ours beside it
-            _registry.declare(env_id, reference_policy=policy, worker_share=share)
+            _registry.declare(env_id, reference_policy=policy, worker_share=share, **described)
     return list(ENV_IDS)
 
 

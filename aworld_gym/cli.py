@@ -7,26 +7,82 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+
+def _env_id(args: argparse.Namespace) -> str:
+    """The id ``--env`` names, once ``--import`` modules and a ``module:`` prefix are imported (they register it); an
+    id that is not registered is Gymnasium's own error (with its "Did you mean")."""
+    import gymnasium as gym
+
+    import aworld_gym  # noqa: F401 - registers the built-in ids
+    from aworld_gym.core.registry import resolve
+
+    _import_all(args.imports)
+    env_id = resolve(args.env)
+    gym.spec(env_id)
+    return env_id
+
+
+def _import_all(modules: list[str]) -> None:
+    import importlib
+
+    for module in modules:
+        importlib.import_module(module)
+
+
+def make_policy_after(imports: tuple[str, ...], name: str, env_id: str, **kwargs: Any) -> Any:
+    """``make_policy`` once ``imports`` are imported: a worker process (``--processes``, Ray) imports the modules that
+    register the id and its reference policy before it asks for the policy (picklable: a module-level function)."""
+    from aworld_gym.rollout.policies import make_policy
+
+    _import_all(list(imports))
+    return make_policy(name, env_id, **kwargs)
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Counts are checked before anything is made or written (no empty trajectory file for ``--episodes 0``)."""
+    for flag, value, least in (("--episodes", args.episodes, 1), ("--concurrency", args.concurrency, 1),
+                               ("--group-size", args.group_size, 1), ("--max-turns", args.max_turns, 1)):  # fmt: skip
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be at least {least}, got {value}")
+    if args.policy_latency < 0:
+        raise ValueError(f"--policy-latency must be >= 0, got {args.policy_latency:g}")
+    if args.policy_timeout is not None and args.policy_timeout <= 0:
+        raise ValueError(f"--policy-timeout must be > 0 seconds, got {args.policy_timeout:g}")
+
+
+def no_episode_ran(summary: Any) -> str | None:
+    """Why a run failed as a whole, in one line: every episode it recorded was void (an env that could not start,
+    a refused model endpoint: infrastructure's fault, no episode ran); ``None`` when at least one ran."""
+    if not summary.recorded or summary.void < summary.recorded:
+        return None
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items()))
+    kind, error = next(iter(sorted(summary.first_errors.items())), ("", ""))
+    reason = f"; first {kind}: {error}" if error else ""
+    return f"no episode could run: all {summary.recorded} were void ({kinds}){reason}"
 
 
 def _rollout(args: argparse.Namespace) -> int:
     import functools
 
     from aworld_gym.rollout.collect import collect
-    from aworld_gym.rollout.policies import make_policy
     from aworld_gym.rollout.sinks.screenshots import screenshots_folder
 
+    _check_counts(args)
     env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     if not isinstance(env_kwargs, dict):
         raise ValueError("--env-kwargs must be a JSON object")
+    env_id = _env_id(args)
     if args.max_turns is not None:
         env_kwargs["max_turns"] = args.max_turns
-    out = args.out or Path("runs") / f"{args.env.split('/')[-1].lower()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    out = args.out or Path("runs") / f"{env_id.split('/')[-1].lower()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     policy_kwargs = {"model": args.model, "base_url": args.base_url} if args.policy in ("openai", "hf") else {}
     factory = functools.partial(
-        make_policy,
+        make_policy_after,
+        (*args.imports, *([args.env.rpartition(":")[0]] if ":" in args.env else [])),
         args.policy,
-        args.env,
+        env_id,
         latency_s=args.policy_latency,
         **{k: v for k, v in policy_kwargs.items() if v},
     )
@@ -39,12 +95,12 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.screenshots:
         env_kwargs.setdefault("render_mode", "rgb_array")
     print(
-        f"aworld-gym rollout: {args.env}, policy={args.policy}, {args.episodes} episodes, group size {args.group_size}, "
+        f"aworld-gym rollout: {env_id}, policy={args.policy}, {args.episodes} episodes, group size {args.group_size}, "
         f"concurrency {args.concurrency} ({engine}), policy latency {args.policy_latency:g} s",
         flush=True,
     )
     summary = collect(
-        args.env,
+        env_id,
         factory,
         episodes=args.episodes,
         concurrency=args.concurrency,
@@ -64,6 +120,10 @@ def _rollout(args: argparse.Namespace) -> int:
     print(f"read the run: aworld-gym report {out} --html {Path(out).with_suffix('.html')}", flush=True)
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n", encoding="utf-8")
+    failed = no_episode_ran(summary)
+    if failed is not None:
+        print(f"aworld-gym: error: {failed}", file=sys.stderr, flush=True)
+        return 1
     return 0 if summary.recorded + summary.skipped == summary.episodes else 1
 
 
@@ -92,12 +152,53 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _envs(_: argparse.Namespace) -> int:
+def _envs(args: argparse.Namespace) -> int:
     import aworld_gym
+    from aworld_gym.core import registry
 
-    for env_id in aworld_gym.ENV_IDS:
-        print(env_id)
+    _import_all(args.imports)
+    ids = [*aworld_gym.ENV_IDS, *sorted(registry.DECLARED - set(aworld_gym.ENV_IDS))]
+    rows = [registry.describe(env_id) for env_id in ids]
+    if args.probe:
+        for row in rows:
+            row["tools"] = _probe_tools(row["id"])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(envs_table(rows))
+    if not args.probe and any(row["tools"] is None for row in rows):
+        print("\n?: tools known once the env is made: --probe makes each env (starting its servers) to list them")
     return 0
+
+
+def _probe_tools(env_id: str) -> list[str] | str:
+    """The tool names of ``env_id`` made with its default kwargs (its servers start), or why it could not be made."""
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id)
+    except Exception as exc:  # noqa: BLE001 - shown in the table: an id that needs kwargs cannot be probed bare
+        return f"(not made: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    try:
+        return [
+            tool["function"]["name"] if "function" in tool else str(tool.get("name")) for tool in env.unwrapped.tools
+        ]
+    finally:
+        env.close()
+
+
+def envs_table(rows: list[dict[str, Any]]) -> str:
+    """The ids as an aligned table: id, turn limit, the kwargs gym.make needs, reference policy, tools."""
+    head = ("id", "turns", "needs", "reference", "tools")
+
+    def tools(value: Any) -> str:
+        return "?" if value is None else value if isinstance(value, str) else ", ".join(value) or "-"
+
+    body = [(r["id"], str(r["max_turns"] if r["max_turns"] is not None else "-"), ", ".join(r["needs"]) or "-",
+             "yes" if r["reference_policy"] else "no", tools(r["tools"])) for r in rows]  # fmt: skip
+    widths = [max(len(line[i]) for line in (head, *body)) for i in range(len(head) - 1)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[-1]]).rstrip()
+                     for line in (head, *body))  # fmt: skip
 
 
 def _serve_python(args: argparse.Namespace) -> int:
@@ -114,7 +215,7 @@ def _serve_env(args: argparse.Namespace) -> int:
 
     kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
     client_tasks = ClientTasks(args.allow_client_tasks, args.client_files_root)
-    serve(args.env, host=args.host, port=args.port, env_kwargs=kwargs, max_sessions=args.max_sessions,
+    serve(_env_id(args), host=args.host, port=args.port, env_kwargs=kwargs, max_sessions=args.max_sessions,
           token=args.token, generate_token=args.generate_token, session_timeout=args.session_timeout, out=args.out,
           allowed_origins=args.allowed_origin, allowed_hosts=args.allowed_host, client_tasks=client_tasks,
           max_action_chars=args.max_action_chars, max_message_bytes=args.max_message_bytes,
@@ -122,24 +223,46 @@ def _serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except where there is none to show (None, a flag's False, [])."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.required or action.default is None or action.default is False or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+IMPORT_HELP = "import this module first (it registers its ids with aworld_gym.register); repeatable"
+ENV_HELP = "environment id, e.g. AWorld/Code-v0, or Gymnasium's module:Id (the module is imported first)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="aworld-gym", description="MCP tool environments for LLM-agent RL.")
     sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("rollout", help="collect episodes with a policy and write trajectories (JSONL)")
-    r.add_argument("--env", required=True, help="environment id, e.g. AWorld/Code-v0")
-    r.add_argument("--policy", default="reference", choices=["reference", "openai", "hf"])
+    fmt = {"formatter_class": DefaultsHelp}  # every option's help shows its default
+    r = sub.add_parser("rollout", help="collect episodes with a policy and write trajectories (JSONL)", **fmt)
+    r.add_argument("--env", required=True, help=ENV_HELP)
+    r.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+    r.add_argument(
+        "--policy",
+        default="reference",
+        choices=["reference", "openai", "hf"],
+        help="reference: the id's scripted solver; openai: an endpoint; hf: a local model",
+    )
     r.add_argument("--model", default=None, help="model name (openai: else $LLM_MODEL_NAME) or path (hf)")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (else $LLM_BASE_URL)")
-    r.add_argument("--episodes", type=int, default=32)
+    r.add_argument("--episodes", type=int, default=32, help="episodes in all (at least 1)")
     r.add_argument("--concurrency", type=int, default=8, help="episodes running at once")
     r.add_argument("--group-size", type=int, default=1, help="samples per task in a row (GRPO groups)")
     r.add_argument("--policy-latency", type=float, default=0.0, help="fixed seconds per policy turn")
     r.add_argument("--policy-timeout", type=float, default=None, help="seconds before a policy turn counts as hung")
     r.add_argument("--seed", type=int, default=0, help="episode i resets with seed+i")
-    r.add_argument("--task-order", choices=["cycle", "sample"], default="cycle")
+    r.add_argument(
+        "--task-order", choices=["cycle", "sample"], default="cycle", help="cycle through the tasks or draw them"
+    )
     r.add_argument("--max-turns", type=int, default=None, help="override the id's turn limit")
     r.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make")
-    r.add_argument("--out", default=None, help="trajectories: .jsonl or .parquet (default runs/<env>-<time>.jsonl)")
+    r.add_argument("--out", default=None, help="trajectories: .jsonl or .parquet (default: runs/<env>-<time>.jsonl)")
     r.add_argument("--resume", action="store_true", help="skip the (task, sample) pairs already in --out")
     r.add_argument("--ray", action="store_true", help="run episodes on a pool of Ray actors")
     r.add_argument("--processes", action="store_true", help="run episodes in worker processes, one per CPU (no Ray)")
@@ -150,27 +273,35 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="save a PNG per step (render_mode=rgb_array; envs with image observations always keep theirs)",
     )
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.set_defaults(func=_rollout)
-    p = sub.add_parser("report", help="tables of one or more runs (JSONL or Parquet); --html: a trajectory viewer")
+    p = sub.add_parser(
+        "report", help="tables of one or more runs (JSONL or Parquet); --html: a trajectory viewer", **fmt
+    )
     p.add_argument("runs", nargs="+", help="trajectory files (.jsonl or .parquet); several: compared side by side")
     p.add_argument("--by", default=None, help="also group by this task field (e.g. level; any task_meta key)")
     p.add_argument("--json", default=None, help="write the same numbers as JSON here")
     p.add_argument("--html", default=None, help="write a self-contained HTML report here")
     p.add_argument("--max-mb", type=float, default=40.0, help="transcripts embedded in the HTML, at most (MB)")
     p.set_defaults(func=_report)
-    e = sub.add_parser("envs", help="list the registered ids")
+    e = sub.add_parser("envs", help="the registered ids: the kwargs each needs, its tools, its reference policy", **fmt)
+    e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+    e.add_argument("--json", action="store_true", help="print the table as JSON")
+    e.add_argument("--probe", action="store_true", help="make each env (its servers start) to list its real tools")
     e.set_defaults(func=_envs)
-    s = sub.add_parser("serve-python", help="run the Python-execution MCP server for a whole node")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8940)
-    s.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
+    s = sub.add_parser("serve-python", help="run the Python-execution MCP server for a whole node", **fmt)
+    s.add_argument("--host", default="127.0.0.1", help="address to bind")
+    s.add_argument("--port", type=int, default=8940, help="port to bind")
+    s.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"], help="sandbox of each execution")
     s.add_argument("--warm", default="auto", choices=["auto", "on", "off"], help="executions forked from a warm zygote")
     s.set_defaults(func=_serve_python)
-    v = sub.add_parser("serve-env", help="serve an env over OpenEnv's HTTP/WebSocket protocol (one env per session)")
-    v.add_argument("env", help="environment id, e.g. AWorld/GAIA-v0")
+    v = sub.add_parser(
+        "serve-env", help="serve an env over OpenEnv's HTTP/WebSocket protocol (one env per session)", **fmt
+    )
+    v.add_argument("env", help=ENV_HELP)
+    v.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     v.add_argument("--host", default="127.0.0.1", help="anything but loopback gets a token (generated, printed)")
-    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--port", type=int, default=8000, help="port to bind")
     v.add_argument("--max-sessions", type=int, default=8, help="sessions (and envs) at once, POST /reset included")
     v.add_argument("--token", default=None, help="required from clients (else $AWORLD_GYM_SERVE_TOKEN)")
     v.add_argument("--generate-token", action="store_true", help="on loopback too: generate a token and print it")
@@ -196,9 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        import gymnasium as gym
+
         from aworld_gym.base.errors import AWorldGymError
 
-        if isinstance(exc, AWorldGymError | ValueError | FileNotFoundError):
+        # a user's mistake, said in one line (Gymnasium's unknown id keeps its "Did you mean"; a module that cannot
+        # be imported names itself); anything else is a bug, with its traceback
+        if isinstance(exc, AWorldGymError | ValueError | FileNotFoundError | ModuleNotFoundError | gym.error.Error):
             print(f"aworld-gym: error: {exc}", file=sys.stderr)
             return 2
         raise

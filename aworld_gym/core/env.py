@@ -28,7 +28,7 @@ from aworld_gym.core.prompts import describe_tool_change, render_system_prompt
 from aworld_gym.core.resources import Holdings, HoldsResources
 from aworld_gym.core.rewards import Rubric, StepContext, default_hooks
 from aworld_gym.core.running import Episode, EpisodeRules
-from aworld_gym.core.scoring import contains_match, exact_match, get_scorer
+from aworld_gym.core.scoring import contains_match, exact_match, get_scorer, require_answers
 from aworld_gym.core.settings import FLAT, GROUPS, Limits, Rendering, Rewards, Settings, unknown_keyword
 from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
@@ -108,6 +108,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             self.tokenizer = load_tokenizer(settings.limits.tokenizer)
             self.tasks: TaskSource = load_tasks(tasks)
             self.scorer = get_scorer(settings.rewards.scorer)
+            require_answers(self.tasks, self.scorer if type(self).score is MCPEnv.score else None)
             self.parser = get_parser(settings.rendering.action_format)
             servers = dict(servers or {})
             if tools:

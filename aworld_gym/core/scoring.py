@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from aworld_gym.base.errors import ConfigError
+from aworld_gym.base.errors import ConfigError, TaskError
 
 if TYPE_CHECKING:
     from aworld_gym.core.task import Task
@@ -57,3 +57,28 @@ def get_scorer(spec: str | Scorer | None) -> Scorer:
     if callable(spec):
         return spec
     raise ConfigError("scorer must be 'exact', 'contains', another registered name, or a callable")
+
+
+def require_answers(tasks: Iterable[Task], scorer: Scorer | None, env_id: str | None = None) -> None:
+    """Refuse, at load, a task without an ``answer`` when ``scorer`` compares the submitted answer with it.
+
+    Only the answer scorers (``exact``, ``contains``) need one: a callable scorer reads what it needs (a task's
+    metadata, say), and ``scorer=None`` means the env scores itself (it overrides ``score``: Code-v0 runs the task's
+    tests, Browser-v0 reads the page's reward), so neither is checked. Without this check such a task would be
+    accepted and every answer to it scored as if wrong.
+
+    Raises:
+        TaskError: naming the first task without an answer, the scorer, and what to do instead.
+    """
+    name = next((n for n, f in _SCORERS.items() if f is scorer and f in (exact_match, contains_match)), None)
+    if name is None:
+        return
+    missing = next((t for t in tasks if t.answer is None), None)
+    if missing is not None:
+        where = f"{env_id}: " if env_id else ""
+        raise TaskError(
+            f"{where}task {missing.id!r} has no 'answer' (nor 'final_answer' / 'ground_truth'), and the scorer "
+            f"{name!r} compares the submitted answer with it: give the task an answer, or a scorer that needs none "
+            "(scorer=<a callable (answer, task) -> float that reads what it needs>, or an env that overrides "
+            "score(), as AWorld/Code-v0 does by running the task's tests)"
+        )

@@ -17,19 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import last_line
 from aworld_gym.core.pass_at_k import pass_table
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.engines import Engine
-from aworld_gym.rollout.envs import EnvLike
+from aworld_gym.rollout.envs import EnvLike, MakeEnv
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.sinks import Sink, open_sink
 from aworld_gym.rollout.sinks.record_json import clean_record, escape_surrogates
 from aworld_gym.rollout.stream import Rollout, make_engine
 
-__all__ = ["Job", "Summary", "collect", "is_success", "plan_jobs"]
+__all__ = ["Job", "Summary", "check_counts", "collect", "is_success", "plan_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -182,9 +184,16 @@ class Summary:
         return rows
 
 
+def check_counts(episodes: int, group_size: int = 1, concurrency: int | None = None) -> None:
+    """Refuse a count that plans no run (``episodes=0``) or no engine, before anything is made or written."""
+    for name, value in (("episodes", episodes), ("group_size", group_size), ("concurrency", concurrency)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+
+
 def collect(
     env: EnvLike,
-    policy: Policy | Callable[[], Policy],
+    policy: Policy | Callable[[], Policy] | str,
     *,
     episodes: int,
     engine: Engine | str | None = None,
@@ -206,11 +215,13 @@ def collect(
     """Run ``episodes`` episodes of ``env`` and stream each record to ``sink`` as it finishes.
 
     Args:
-        env: a registered id (``AWorld/Code-v0``) or a zero-argument factory returning an env, wrappers included
-            (picklable for Ray: a module-level function or :class:`~aworld_gym.rollout.envs.MakeEnv`). The engines
-            drive the outermost env on its async face.
-        policy: a policy, or a picklable zero-argument factory (one policy per slot; required for Ray).
-        episodes: how many episodes in all (``resume`` counts those already recorded).
+        env: a registered id (``AWorld/Code-v0``; Gymnasium's ``"module:Id"`` imports the module first) or a
+            zero-argument factory returning an env, wrappers included (picklable for Ray: a module-level function or
+            :class:`~aworld_gym.rollout.envs.MakeEnv`). The engines drive the outermost env on its async face.
+        policy: a policy, a picklable zero-argument factory (one policy per slot; required for Ray), or a policy's
+            name for an id (``"reference"``: its registered scripted solver; ``"openai"``, ``"hf"``).
+        episodes: how many episodes in all, at least 1 (``resume`` counts those already recorded). The counts and
+            the env id are checked before ``sink`` is opened: a bad one leaves no file behind.
         engine: ``AsyncEngine(concurrency=..., policy_timeout_s=..., screenshots=...)`` (the default) or
             ``RayEngine(concurrency=..., address=..., actors=...)``; the strings ``"async"`` / ``"ray"`` build one
             from the keywords at the end.
@@ -231,16 +242,19 @@ def collect(
             ``"retry"`` (run again, ``retry_void`` times, default 2) or ``"zero"``.
         retry_void: how many times a void episode is run again.
     """
+    check_counts(episodes, group_size, concurrency)
     engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
+    rollout = Rollout(env, policy, episodes=episodes, engine=engine, group_size=group_size, seed=seed,
+                      task_order=task_order, env_kwargs=env_kwargs, void_policy=void_policy,
+                      retry_void=retry_void)  # fmt: skip
+    if isinstance(rollout.make, MakeEnv) and rollout.make.spec is None:
+        gym.spec(rollout.make.env_id)  # not registered: Gymnasium's error (its "Did you mean"), before any file
     if isinstance(sink, str | Path):
         sink = open_sink(sink, resume=resume)
     notes = list(getattr(sink, "notes", None) or [])
     for note in notes:
         log.warning("resume: %s", note)
-    done = sink.done_keys() if (sink is not None and resume) else set()
-    rollout = Rollout(env, policy, episodes=episodes, engine=engine, group_size=group_size, seed=seed,
-                      task_order=task_order, env_kwargs=env_kwargs, skip=done, void_policy=void_policy,
-                      retry_void=retry_void)  # fmt: skip
+    rollout.skip = sink.done_keys() if (sink is not None and resume) else set()
     summary: Summary | None = None
     bar = None
     t0 = time.perf_counter()

@@ -33,8 +33,12 @@ class MakeEnv:
 
     @classmethod
     def of(cls, env_id: str, kwargs: Mapping[str, Any] | None = None) -> MakeEnv:
+        """For ``env_id``, or Gymnasium's ``"module:Id"`` (the module is imported here, so it registers the id, and
+        the factory carries ``Id`` and its spec)."""
         import aworld_gym  # noqa: F401 - registers the built-in ids
+        from aworld_gym.core.registry import resolve
 
+        env_id = resolve(env_id)
         try:
             spec = gym.spec(env_id)
         except gym.error.Error:
@@ -74,9 +78,10 @@ def env_factory(env: EnvLike, env_kwargs: Mapping[str, Any] | None = None) -> En
 
 
 def env_name(env: EnvLike, made: gym.Env[Any, Any] | None = None) -> str:
-    """A name for records: the id, else the made env's spec id, else the factory's name."""
+    """A name for records: the id (without a ``"module:"`` prefix), else the made env's spec id, else the factory's
+    name."""
     if isinstance(env, str):
-        return env
+        return env.rpartition(":")[2]
     if isinstance(env, MakeEnv):
         return env.env_id
     spec = getattr(made, "spec", None) if made is not None else None

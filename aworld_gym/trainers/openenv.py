@@ -60,7 +60,7 @@ from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.sinks import JSONLSink
 from aworld_gym.rollout.sinks.sink_files import OutputWriteError
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
-from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, is_loopback, read_body, server_token
+from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, read_body, server_token
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
     AWorldObservation,
@@ -463,8 +463,9 @@ def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs:
           client_tasks: ClientTasks | None = None, max_action_chars: int = MAX_ACTION_CHARS,
           max_message_bytes: int = MAX_MESSAGE_BYTES, step_timeout_s: float | None = STEP_TIMEOUT_S) -> None:  # fmt: skip
     """Serve ``env_id`` until interrupted (see :class:`EnvServer` for the arguments). The token is ``token=``, else
-    ``$AWORLD_GYM_SERVE_TOKEN``, else, for a host that is not loopback (or with ``generate_token``), a new one,
-    printed to stderr with the URL a client uses."""
+    ``$AWORLD_GYM_SERVE_TOKEN``, else, for a host that is not loopback (or with ``generate_token``), a new one. On
+    start it prints to stderr where it serves, the token's use (a generated token itself) and a command that plays
+    an episode (:func:`connect_help`)."""
     import uvicorn
 
     token, generated = server_token(host, token or os.environ.get(TOKEN_ENV), generate_token)
@@ -472,8 +473,25 @@ def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs:
                        out=out, host=host, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                        client_tasks=client_tasks, max_action_chars=max_action_chars,
                        max_message_bytes=max_message_bytes, step_timeout_s=step_timeout_s)  # fmt: skip
-    if generated:
-        shown = host if is_loopback(host) or host not in ("0.0.0.0", "::") else "<this-host>"
-        print(f"serve-env token: {token}\nclients send 'Authorization: Bearer <token>' or use "
-              f"http://aworld:<token>@{shown}:{port}", file=sys.stderr, flush=True)  # fmt: skip
+    print(connect_help(env_id, host, port, token if generated else None, token is not None), file=sys.stderr,
+          flush=True)  # fmt: skip
     uvicorn.Server(server.uvicorn_config(host, port, log_level)).run()
+
+
+def connect_help(env_id: str, host: str, port: int, new_token: str | None, token_required: bool) -> str:
+    """What ``serve-env`` prints on start: where it serves, the token a client needs (``new_token``: a generated one,
+    printed once; a token the operator gave is named, not printed) and one command that plays an episode."""
+    shown = "<this-host>" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    auth = "aworld:<token>@" if token_required else ""
+    lines = [f"serve-env: {env_id} at http://{shown}:{port} (OpenEnv protocol: an episode per WebSocket at "
+             f"ws://{shown}:{port}/ws; GET /health, /schema, /metadata; POST /reset)"]  # fmt: skip
+    if new_token is not None:
+        lines.append(f"serve-env token: {new_token}")
+    if token_required:
+        given = "the one above" if new_token is not None else "the one given with --token / $" + TOKEN_ENV
+        lines.append(f"serve-env: every route but /health needs the token ({given}): send 'Authorization: Bearer "
+                     f"<token>', or use http://aworld:<token>@{shown}:{port}")  # fmt: skip
+    lines.append(f"serve-env: play an episode: python -m websockets ws://{auth}{shown}:{port}/ws, then send "
+                 '{"type": "reset", "data": {}} and {"type": "step", "data": {"text": "<the model\'s output>"}} '
+                 "(docs/training.md, serve-env)")  # fmt: skip
+    return "\n".join(lines)

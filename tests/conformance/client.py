@@ -66,7 +66,7 @@ def env_kwargs(url: str, scenario: str, context: dict[str, Any]) -> dict[str, An
         server["auth"] = auth
     kwargs: dict[str, Any] = {
         "mcp_config": {"mcpServers": {"x": server}},
-        "tasks": [{"id": scenario, "prompt": f"MCP conformance scenario {scenario}"}],
+        "tasks": [{"id": scenario, "prompt": f"MCP conformance scenario {scenario}", "answer": "done"}],
         "tool_timeout": 20,
     }
     if scenario == "elicitation-sep1034-client-defaults":

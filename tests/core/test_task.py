@@ -65,3 +65,30 @@ def test_metadata_that_is_not_an_object_is_a_clear_error():
     for bad in (1, "0", [1, 2]):
         with pytest.raises(TaskError, match="'metadata' must be a JSON object"):
             load_tasks([{"prompt": "p", "metadata": bad}])
+
+
+def test_a_task_without_an_answer_is_refused_when_the_scorer_compares_answers():
+    from aworld_gym.core.scoring import contains_match, exact_match, get_scorer, require_answers
+
+    tasks = load_tasks([{"id": "q1", "prompt": "2+2?", "answer": "4"}, {"id": "q2", "prompt": "3+3?"}])
+    for scorer, name in ((exact_match, "exact"), (get_scorer("contains"), "contains")):
+        with pytest.raises(TaskError) as caught:
+            require_answers(tasks, scorer, "Lab/Quiz-v0")
+        assert str(caught.value) == (
+            f"Lab/Quiz-v0: task 'q2' has no 'answer' (nor 'final_answer' / 'ground_truth'), and the scorer '{name}' "
+            "compares the submitted answer with it: give the task an answer, or a scorer that needs none "
+            "(scorer=<a callable (answer, task) -> float that reads what it needs>, or an env that overrides "
+            "score(), as AWorld/Code-v0 does by running the task's tests)"
+        )
+    assert contains_match is get_scorer("contains")
+    require_answers(tasks, lambda answer, task: 1.0)  # a callable scorer reads what it needs: not checked
+    require_answers(tasks, None)  # the env scores itself (Code-v0's tests, Browser-v0's page reward)
+    require_answers(tasks[:1], exact_match)  # every task has an answer
+
+
+def test_mcpenv_refuses_a_task_without_an_answer_at_load():
+    from aworld_gym.core.env import MCPEnv
+    from aworld_gym.mcp.demo_server import build_server
+
+    with pytest.raises(TaskError, match="task 'q2' has no 'answer'"):
+        MCPEnv(servers={"calc": build_server()}, tasks=[{"id": "q2", "prompt": "3+3?"}])

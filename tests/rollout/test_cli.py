@@ -65,6 +65,6 @@ def test_bad_arguments_are_clear_errors():
     p = cli("rollout", "--env", "AWorld/Code-v0", "--policy", "gpt-9", "--episodes", "1")
     assert p.returncode == 2 and "invalid choice: 'gpt-9'" in p.stderr
     p = cli("rollout", "--env", "AWorld/Nope-v0", "--policy", "reference", "--episodes", "1")
-    assert p.returncode == 2 and "has no reference policy" in p.stderr
+    assert p.returncode == 2 and "Environment `Nope` doesn't exist in namespace AWorld." in p.stderr
     p = cli("envs")
     assert p.returncode == 0 and "AWorld/Code-v0" in p.stdout

@@ -206,3 +206,24 @@ def test_a_context_overflow_answered_by_the_server_ends_the_episode_as_the_model
         assert "ContextOverflow" in traj.error and (
             "maximum context length" in traj.error or "at most 2048" in traj.error
         )
+
+
+@pytest.mark.parametrize("aiohttp", [True, False])
+def test_a_refused_connection_is_said_as_such_at_once(aiohttp):
+    """Nothing listens at the URL: one attempt, and the error says so (it was "Request timed out" after retries)."""
+    import asyncio
+    import socket
+
+    from aworld_gym.base.errors import PolicyError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    p = OpenAIPolicy(model="m", base_url=url, api_key="k", retries=4)
+    with pytest.raises(PolicyError) as caught:
+        asyncio.run(p._apost({"model": "m", "messages": []}, None, aiohttp=aiohttp))
+    assert str(caught.value) == (
+        f"the model endpoint refused the connection: nothing listens at {url} (start the server, or fix --base-url "
+        "/ $LLM_BASE_URL)"
+    )
+    assert p.attempts == 1  # not retried

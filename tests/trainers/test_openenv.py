@@ -283,7 +283,8 @@ def test_serve_env_cli_generates_a_token_for_a_public_host():
     """Not loopback: a token is generated and printed (it used to refuse to start), and every route but /health
     needs it."""
     with serve_env("AWorld/MCP-v0", stdio_kwargs(), "--host", "0.0.0.0") as (url, proc):
-        line = proc.stderr.readline().decode()
+        first, line = proc.stderr.readline().decode(), proc.stderr.readline().decode()
+        assert first.startswith("serve-env: AWorld/MCP-v0 at http://<this-host>:"), first
         assert line.startswith("serve-env token: "), line
         token = line.split(": ", 1)[1].strip()
         assert len(token) >= 32

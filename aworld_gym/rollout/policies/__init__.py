@@ -97,17 +97,21 @@ MODEL_POLICIES: dict[str, str] = {
 
 
 def make_policy(name: str, env_id: str, latency_s: float = 0.0, **kwargs: Any) -> Policy:
-    """Build a policy by name for ``env_id``.
+    """Build a policy by name for ``env_id`` (a registered id, or Gymnasium's ``"module:Id"``: the module is imported).
 
-    ``"reference"``: the env's scripted solver; ``"openai"``: any OpenAI-compatible endpoint
+    ``"reference"``: the env's scripted solver (an id that is not registered raises Gymnasium's error); ``"openai"``: any OpenAI-compatible endpoint
     (:class:`~aworld_gym.rollout.policies.openai_policy.OpenAIPolicy`); ``"hf"``: a local transformers model
     (:class:`~aworld_gym.rollout.policies.hf_policy.HFPolicy`).
     """
     if latency_s < 0:
         raise ConfigError("--policy-latency must be >= 0")
     if name == "reference":
+        env_id = registry.resolve(env_id)  # "module:Id": the module registers the id and its reference policy
         target = registry.reference_policy(env_id)
         if target is None:
+            import gymnasium as gym
+
+            gym.spec(env_id)  # an id that is not registered: Gymnasium's own error, with its "Did you mean"
             known = sorted(registry.REFERENCE_POLICIES)
             raise ConfigError(
                 f"{env_id} has no reference policy (aworld_gym.register(..., reference_policy=)); ids with one: {known}"

@@ -2,7 +2,8 @@
 
 Configuration comes from arguments or the variables AWorld users already set: ``LLM_BASE_URL``,
 ``LLM_API_KEY``, ``LLM_MODEL_NAME``. Requests are async with a concurrency limit; transient failures
-(connection errors, timeouts, 429, 5xx) are retried with exponential backoff and jitter, nothing else is.
+(connection errors, timeouts, 429, 5xx) are retried with exponential backoff and jitter, nothing else is; a refused
+connection (nothing listens at the URL) is said as such at once, not retried.
 With ``tool_mode="native"`` the endpoint's tool calls (``--enable-auto-tool-choice --tool-call-parser hermes``
 on vLLM) are rendered back into the canonical ``<tool_call>`` text, so the env always sees one format.
 Sampled token ids and logprobs are kept when the server returns them (``logprobs=True``).
@@ -227,6 +228,9 @@ class OpenAIPolicy:
             except Exception as exc:
                 if context_overflow(exc):
                     raise ContextOverflow(f"the model's context is full: {_endpoint_error(exc)}") from exc
+                if refused(exc):  # nothing listens there: said at once, not retried into a timeout
+                    raise PolicyError(f"the model endpoint refused the connection: nothing listens at "
+                                      f"{self.base_url} (start the server, or fix --base-url / $LLM_BASE_URL)") from exc  # fmt: skip
                 if not _transient(exc) or attempt == self.retries:
                     raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 await asyncio.sleep(self._backoff(attempt, exc))
@@ -296,6 +300,19 @@ def _transient(exc: BaseException) -> bool:
     # the SDK's aiohttp transport passes aiohttp's own errors through (a bad status line, a broken response): a
     # connection problem, as httpx's are; matched by name, so aiohttp is never imported here
     return any(c.__name__ == "ClientError" and c.__module__.startswith("aiohttp") for c in type(exc).__mro__)
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether the connection was refused (a ``ConnectionRefusedError`` anywhere in the chain of causes: the SDK's
+    aiohttp transport reports one as a connect *timeout*, httpx as a connect error)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def context_overflow(exc: BaseException) -> bool:
