@@ -95,7 +95,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             keywords.update((name, obj) for name, obj in groups.items() if obj is not None)
             taken = Settings.take(where, keywords)
             if keywords:
-                raise unknown_keyword(where, next(iter(keywords)), self._keyword_names())
+                raise unknown_keyword(self._who(), next(iter(keywords)), self._keyword_names())
             if settings is None:
                 settings = taken
             elif taken.given or any(obj is not None for obj in groups.values()):
@@ -152,6 +152,14 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
     strict = property(attrgetter("settings.rewards.strict"))
     preamble = property(attrgetter("settings.rendering.system_prompt"))
     tool_format = property(attrgetter("settings.rendering.tool_format"))
+
+    @classmethod
+    def _who(cls) -> str:
+        """This class as an error names it: with the ids registered for it (``AWorld/Code-v0 (CodeEnv)``), found
+        through Gymnasium's public registry, so that an error raised inside ``gym.make`` names the id it was made as."""
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        ids = [s.id for s in gym.registry.values() if s.entry_point in (target, cls)]
+        return f"{', '.join(ids)} ({cls.__name__})" if ids else cls.__name__
 
     @classmethod
     def _keyword_names(cls) -> list[str]:

@@ -259,6 +259,7 @@ class Settings:
 
 def unknown_keyword(where: str, name: str, known: Iterable[str]) -> ConfigError:
     """The error for a keyword nothing takes, with the closest valid name."""
-    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else "; see aworld_gym.core.settings.FLAT for the settings"
-    return ConfigError(f"{where} got an unknown keyword {name!r}{hint}")
+    names = sorted(set(known))
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    return ConfigError(f"{where} got an unknown keyword {name!r}{hint} It takes: {', '.join(names)}.")
