@@ -20,13 +20,13 @@ def group_scores(rubric: Rubric, records: Sequence[Mapping[str, Any]], results: 
                 f"returned {len(values)} values for a group of {len(records)}"
             )  # fmt: skip
             for s in out:
-                rubric._failed(s, hook, exc)
+                rubric.record_failure(s, hook, exc)
             continue
         for s, value in zip(out, values, strict=True):
             try:
                 s.add(hook, value)
             except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
-                rubric._failed(s, hook, exc)
+                rubric.record_failure(s, hook, exc)
     return out
 
 

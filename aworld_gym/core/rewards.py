@@ -236,7 +236,7 @@ class Rubric:
                     value = run(value)
                 out.add(hook, value)
             except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
-                self._failed(out, hook, exc)
+                self.record_failure(out, hook, exc)
         return out
 
     async def ascore(self, hooks: Sequence[Hook], ctx: Any) -> Scores:
@@ -259,15 +259,17 @@ class Rubric:
             if isinstance(value, BaseException):
                 if not isinstance(value, Exception):
                     raise value
-                self._failed(out, hook, value)
+                self.record_failure(out, hook, value)
                 continue
             try:
                 out.add(hook, value)
             except Exception as exc:  # noqa: BLE001 - a failing reward hook is recorded, not raised
-                self._failed(out, hook, exc)
+                self.record_failure(out, hook, exc)
         return out
 
-    def _failed(self, out: Scores, hook: Hook, exc: Exception) -> None:
+    def record_failure(self, out: Scores, hook: Hook, exc: Exception) -> None:
+        """A hook that raised (or returned what is not a reward): re-raised when ``strict``, else recorded in
+        ``out.errors`` under the hook's name."""
         if self.strict:
             raise exc
         out.errors[hook.name or "hook"] = f"{type(exc).__name__}: {exc}"[:1000]
