@@ -107,22 +107,30 @@ class GroupCollector:
 
     def add(self, key: Any, traj: Trajectory, run: Run | None = None) -> list[Trajectory] | None:
         """Hand in a member; returns its whole group, finished, once the group is complete."""
-        group = self._open.setdefault(key, _Open())
-        group.members.append(traj)
-        return self._complete(key, run)
+        return self._finished(key, self.take(key, traj), run)
 
     def drop(self, key: Any, run: Run | None = None) -> list[Trajectory] | None:
         """A member that will never come (it failed without a trajectory)."""
-        self._open.setdefault(key, _Open()).expected -= 1
-        return self._complete(key, run)
+        return self._finished(key, self.take(key, None), run)
 
-    def _complete(self, key: Any, run: Run | None) -> list[Trajectory] | None:
-        group = self._open[key]
+    def take(self, key: Any, traj: Trajectory | None) -> list[Trajectory] | None:
+        """Hand in a member (``None``: one that will never come) without finishing anything: once its group is
+        complete, the group's members, taken out of the collector, for the caller to finish (:class:`GroupGate`
+        finishes it in a worker thread)."""
+        group = self._open.setdefault(key, _Open())
+        if traj is None:
+            group.expected -= 1
+        else:
+            group.members.append(traj)
         if len(group.members) < group.expected:
             return None
         del self._open[key]
-        finish_group(self.rubric, group.members, size=self.sizes.get(key), void_policy=self.void_policy, run=run)
         return group.members
+
+    def _finished(self, key: Any, members: list[Trajectory] | None, run: Run | None) -> list[Trajectory] | None:
+        if members is not None:
+            finish_group(self.rubric, members, size=self.sizes.get(key), void_policy=self.void_policy, run=run)
+        return members
 
     def flush(self, run: Run | None = None) -> list[list[Trajectory]]:
         """The groups still open (an interrupted run), finished as they are (``group_complete`` False)."""
@@ -159,21 +167,14 @@ class GroupGate:
 
     async def leave(self, key: str, traj: Trajectory | None, rubric: Any = None) -> list[Trajectory]:
         done = self._done[key]
-        collector = self._collector
-        group = collector._open.get(key)
-        if group is not None and traj is not None:
-            group.members.append(traj)
-        elif traj is None:
-            collector._open.setdefault(key, _Open()).expected -= 1
-        group = collector._open.get(key)
-        if group is not None and len(group.members) >= group.expected and not done.done():
-            del collector._open[key]
+        members = self._collector.take(key, traj)
+        if members is not None and not done.done():
             self._done.pop(key, None)
             try:
-                if group.members:
-                    await asyncio.to_thread(finish_group, rubric, group.members, void_policy=self.void_policy)
+                if members:
+                    await asyncio.to_thread(finish_group, rubric, members, void_policy=self.void_policy)
             finally:
-                done.set_result(group.members)  # the others never wait forever (a strict hook that raised)
+                done.set_result(members)  # the others never wait forever (a strict hook that raised)
         return await asyncio.shield(done)
 
     def __len__(self) -> int:
