@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,6 +53,20 @@ def _check_counts(args: argparse.Namespace) -> None:
         raise ValueError(f"--policy-latency must be >= 0, got {args.policy_latency:g}")
     if args.policy_timeout is not None and args.policy_timeout <= 0:
         raise ValueError(f"--policy-timeout must be > 0 seconds, got {args.policy_timeout:g}")
+
+
+def own_command() -> str:
+    """How to run this very ``aworld-gym`` again: its bare name when that is what the shell finds on PATH, else its
+    path (``make run`` runs ``.venv/bin/aworld-gym`` from a shell whose PATH has none: a bare name there is
+    "command not found")."""
+    here = Path(sys.executable).parent / "aworld-gym"
+    found = shutil.which("aworld-gym")
+    if found is not None and here.exists() and Path(found).resolve() == here.resolve():
+        return "aworld-gym"
+    if not here.exists():
+        return f"{shlex.quote(sys.executable)} -m aworld_gym.cli"
+    relative = os.path.relpath(here)
+    return shlex.quote(here.as_posix() if relative.startswith("..") else relative)
 
 
 def no_episode_ran(summary: Any) -> str | None:
@@ -117,7 +134,7 @@ def _rollout(args: argparse.Namespace) -> int:
         screenshots=screenshots,
     )
     print(summary.render(), flush=True)
-    print(f"read the run: aworld-gym report {out} --html {Path(out).with_suffix('.html')}", flush=True)
+    print(f"read the run: {own_command()} report {out} --html {Path(out).with_suffix('.html')}", flush=True)
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n", encoding="utf-8")
     failed = no_episode_ran(summary)

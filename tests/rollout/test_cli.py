@@ -68,3 +68,26 @@ def test_bad_arguments_are_clear_errors():
     assert p.returncode == 2 and "Environment `Nope` doesn't exist in namespace AWorld." in p.stderr
     p = cli("envs")
     assert p.returncode == 0 and "AWorld/Code-v0" in p.stdout
+
+
+def test_the_printed_report_command_runs_from_a_shell_without_the_venv(monkeypatch, tmp_path):
+    """``make run`` runs ``.venv/bin/aworld-gym`` from a shell whose PATH has no venv: the ``report`` command it prints
+    must name this very executable (issue 46: a bare ``aworld-gym`` there was "command not found")."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from aworld_gym.cli import own_command
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    command = own_command()
+    here = Path(sys.executable).parent / "aworld-gym"
+    if here.exists():
+        assert command == here.as_posix()
+    out = subprocess.run(f"{command} --help", shell=True, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and "report" in out.stdout
+    monkeypatch.setenv("PATH", f"{here.parent}:/usr/bin:/bin")
+    if here.exists() and shutil.which("aworld-gym") == str(here):
+        assert own_command() == "aworld-gym"  # the venv is active: the bare name is this executable
