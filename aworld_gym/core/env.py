@@ -155,11 +155,15 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
 
     @classmethod
     def _who(cls) -> str:
-        """This class as an error names it: with the ids registered for it (``AWorld/Code-v0 (CodeEnv)``), found
-        through Gymnasium's public registry, so that an error raised inside ``gym.make`` names the id it was made as."""
+        """This class as an error names it: with the ids registered for it (``AWorld/Code-v0 (CodeEnv)``; several:
+        ``MCPEnv (registered as AWorld/MCP-v0, Lab/Mine-v0)``), found through Gymnasium's public registry, so that an
+        error raised inside ``gym.make`` names the id it was made as (Gymnasium tells the env its id only after
+        ``__init__``)."""
         target = f"{cls.__module__}:{cls.__qualname__}"
         ids = [s.id for s in gym.registry.values() if s.entry_point in (target, cls)]
-        return f"{', '.join(ids)} ({cls.__name__})" if ids else cls.__name__
+        if len(ids) == 1:
+            return f"{ids[0]} ({cls.__name__})"
+        return f"{cls.__name__} (registered as {', '.join(ids)})" if ids else cls.__name__
 
     @classmethod
     def _keyword_names(cls) -> list[str]:

@@ -227,3 +227,32 @@ def test_a_refused_connection_is_said_as_such_at_once(aiohttp):
         "/ $LLM_BASE_URL)"
     )
     assert p.attempts == 1  # not retried
+
+
+def test_a_refused_connection_after_the_endpoint_answered_is_a_restart_and_is_retried():
+    """An endpoint that answered before and now refuses is restarting (tests/rollout/test_real_server.py restarts
+    one mid-run): retried with backoff like any transient failure, and only said to be refused when the retries run
+    out. Never reached: said at once (the test above)."""
+    import asyncio
+
+    from aworld_gym.base.errors import PolicyError
+
+    p = OpenAIPolicy(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", retries=3, backoff_s=0.001)
+    replies = iter([ConnectionRefusedError(111, "refused"), ConnectionRefusedError(111, "refused"), {"ok": 1}])
+
+    async def send():
+        reply = next(replies)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    p.reached = True
+    assert asyncio.run(p._aretry(send)) == {"ok": 1} and p.attempts == 3
+    p.attempts = 0
+
+    async def down():
+        raise ConnectionRefusedError(111, "refused")
+
+    with pytest.raises(PolicyError, match=r"^the model endpoint refused the connection: nothing listens at"):
+        asyncio.run(p._aretry(down))
+    assert p.attempts == 4  # every retry spent before it is said

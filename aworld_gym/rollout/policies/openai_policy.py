@@ -3,7 +3,8 @@
 Configuration comes from arguments or the variables AWorld users already set: ``LLM_BASE_URL``,
 ``LLM_API_KEY``, ``LLM_MODEL_NAME``. Requests are async with a concurrency limit; transient failures
 (connection errors, timeouts, 429, 5xx) are retried with exponential backoff and jitter, nothing else is; a refused
-connection (nothing listens at the URL) is said as such at once, not retried.
+connection to an endpoint that never answered (nothing listens at the URL) is said as such at once, not retried;
+one that answered before is restarting, and is retried.
 With ``tool_mode="native"`` the endpoint's tool calls (``--enable-auto-tool-choice --tool-call-parser hermes``
 on vLLM) are rendered back into the canonical ``<tool_call>`` text, so the env always sees one format.
 Sampled token ids and logprobs are kept when the server returns them (``logprobs=True``).
@@ -118,6 +119,7 @@ class OpenAIPolicy:
         )
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
+        self.reached = False  # whether the endpoint ever answered: a refused connection then is a restart, retried
         self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
@@ -224,16 +226,21 @@ class OpenAIPolicy:
         for attempt in range(self.retries + 1):
             self.attempts += 1
             try:
-                return await self._attempt(send)
+                reply = await self._attempt(send)
             except Exception as exc:
                 if context_overflow(exc):
                     raise ContextOverflow(f"the model's context is full: {_endpoint_error(exc)}") from exc
-                if refused(exc):  # nothing listens there: said at once, not retried into a timeout
+                if refused(exc) and (not self.reached or attempt == self.retries):
+                    # Never reached: nothing listens there, said at once (not retried into a timeout). Reached
+                    # before: a restarting server, retried like any transient failure, and said so at the end.
                     raise PolicyError(f"the model endpoint refused the connection: nothing listens at "
                                       f"{self.base_url} (start the server, or fix --base-url / $LLM_BASE_URL)") from exc  # fmt: skip
-                if not _transient(exc) or attempt == self.retries:
+                if not refused(exc) and (not _transient(exc) or attempt == self.retries):
                     raise PolicyError(f"the model endpoint failed: {_endpoint_error(exc)}") from exc
                 await asyncio.sleep(self._backoff(attempt, exc))
+                continue
+            self.reached = True
+            return reply
         raise AssertionError("unreachable")
 
     async def _attempt(self, send: Callable[[], Any]) -> Any:
