@@ -20,7 +20,7 @@ from aworld_gym.rollout.tokens import TokenMode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Overflow", "OverflowWatch", "first_token_overflow"]
+__all__ = ["PER_SAMPLE", "Overflow", "OverflowWatch", "first_token_overflow"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,11 @@ class OverflowWatch:
         fit = limit - long
         fix = (f"lower {self.budget} to at most {fit}, or use a model with a longer context" if fit > 0
                else f"shorten the prompts (the longest, {long} tokens, fills the context), or use a model with a longer context")  # fmt: skip
-        return (f"{len(hits)} of {n} episodes ended context_limit before the model's first token ({prompts} + "
+        return (f"{len(hits)} of {n} episode{'s' if n != 1 else ''} ended context_limit before the model's first token ({prompts} + "
                 f"{asked} new tokens > the model's context of {limit}): they train on nothing (completion length 0, "
                 f"no gradient); {fix}")  # fmt: skip
+
+
+# The watch of the faces whose trainer asks for one sample per call (verl, slime, OpenRLHF, AReaL): no batch to refuse,
+# a warning once per process.
+PER_SAMPLE = OverflowWatch("max_new_tokens (the trainer's response length)")
