@@ -240,6 +240,12 @@ def _serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup(args: argparse.Namespace) -> int:
+    from aworld_gym.setup_tools import setup
+
+    return setup([args.targets] if isinstance(args.targets, str) else args.targets, install=not args.no_install)
+
+
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
     """Help that shows each option's default, except where there is none to show (None, a flag's False, [])."""
 
@@ -306,6 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the table as JSON")
     e.add_argument("--probe", action="store_true", help="make each env (its servers start) to list its real tools")
     e.set_defaults(func=_envs)
+    u = sub.add_parser(
+        "setup", help="install the pinned Node servers into the user cache; check Chromium and bubblewrap", **fmt
+    )
+    u.add_argument("targets", nargs="*", default="all", choices=["browser", "code", "gaia", "all"],
+                   help="what to set up (several may be named)")  # fmt: skip
+    u.add_argument("--no-install", action="store_true", help="only check: install nothing")
+    u.set_defaults(func=_setup)
     s = sub.add_parser("serve-python", help="run the Python-execution MCP server for a whole node", **fmt)
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
     s.add_argument("--port", type=int, default=8940, help="port to bind")

@@ -16,6 +16,11 @@ class ConfigError(AWorldGymError, ValueError):
     """An environment, server or policy was configured wrongly (the message says what to change)."""
 
 
+class PromptOverflowError(ConfigError):
+    """Every prompt of a training batch overflowed the model's context before the model's first token (the batch
+    would train on nothing); the message names the numbers and the largest completion budget that fits."""
+
+
 class TaskError(AWorldGymError, ValueError):
     """Task data is missing or malformed."""
 

@@ -173,7 +173,7 @@ async def _drive(
 async def _token_action(face: _SyncFace, track: TokenTrack, mode: TokenMode, traj: Trajectory) -> Action | None:
     """Generate the next model turn from the token ids so far (``None``: the episode ended instead)."""
     ids = track.generation_input()
-    max_new = min(mode.max_new_tokens or track.remaining, track.remaining)
+    max_new = mode.max_new(track.remaining)
     if mode.max_model_len is not None and len(ids) + max_new > mode.max_model_len:
         _overflow(traj, mode.overflow_reward)
         return None

@@ -120,6 +120,11 @@ class TokenMode:
     overflow_reward: float = 0.0
     cap_prompt: Callable[[list[int]], list[int]] | None = None
 
+    def max_new(self, remaining: int) -> int:
+        """The next generation's ``max_new_tokens`` with ``remaining`` tokens of the budget left (the first
+        turn's: ``max_new(budget)``), what the context check adds to the prompt."""
+        return min(self.max_new_tokens or remaining, remaining)
+
 
 def split_output(out: Any) -> tuple[list[int], list[float] | None, str | None]:
     """``(ids, logprobs)`` or ``(ids, logprobs, finish_reason)`` as a triple."""

@@ -30,6 +30,7 @@ from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.overflow import PER_SAMPLE
 from aworld_gym.trainers.seam.rows import row_env
 from aworld_gym.trainers.seam.token_rollout import episode_options
 
@@ -99,6 +100,7 @@ class AWorldWorkflow(RolloutWorkflow):
         pool = POOL.get(env_id, env_kwargs)
         traj = await run_pooled(pool, None, env_id=env_id, seed=data.get("seed"),
                                 options=episode_options(data, data.get("messages")), tokens=mode)  # fmt: skip
+        PER_SAMPLE.check([(traj, mode)], batch=False)
         return traj, pool.group_hooks, turns
 
     @staticmethod

@@ -33,6 +33,7 @@ from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.text_episode import TextEpisode
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.overflow import PER_SAMPLE
 from aworld_gym.trainers.seam.rows import TRUNCATING, environ_env, row_env
 from aworld_gym.trainers.seam.token_rollout import episode_options
 
@@ -96,6 +97,7 @@ class AgentExecutor(AgentExecutorBase):
         pool = POOL.get(env_id, env_kwargs)
         traj = await run_pooled(pool, None, env_id=env_id, seed=info.get("seed"),
                                 options=episode_options(info, prompt), tokens=mode)  # fmt: skip
+        PER_SAMPLE.check([(traj, mode)], batch=False)
         return traj, pool.group_hooks, None
 
 

@@ -26,6 +26,7 @@ from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.overflow import PER_SAMPLE
 from aworld_gym.trainers.seam.rows import TRUNCATING, row_env
 from aworld_gym.trainers.seam.token_rollout import episode_options
 
@@ -84,6 +85,7 @@ async def _episode(args: Any, sample: Any, sampling_params: dict[str, Any]) -> t
     group = None if sample.group_index is None else str(sample.group_index)
     traj = await run_pooled(pool, None, env_id=env_id, seed=meta.get("seed"),
                             options=episode_options(meta, sample.prompt), group=group, tokens=mode)  # fmt: skip
+    PER_SAMPLE.check([(traj, mode)], batch=False)
     return traj, pool.group_hooks, chat
 
 

@@ -30,6 +30,7 @@ from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
 from aworld_gym.trainers.seam.env_loop import EnvLoop
 from aworld_gym.trainers.seam.groups import group_keys, rewards_by_group
+from aworld_gym.trainers.seam.overflow import OverflowWatch
 from aworld_gym.trainers.seam.token_rollout import adhoc_task, prompt_text, run_token_batch
 from aworld_gym.trainers.trl_generate import hf_generate, model_generate, vllm_generate
 from aworld_gym.trainers.trl_tools import AWorldToolEnv, ensure_tool_parser, environment_factory, group_reward
@@ -148,6 +149,7 @@ class AWorldRolloutFunc:
         self._by_prompt: dict[str, str] | None = None
         self._chat: ChatTokens | None = None
         self._warned_adhoc = False
+        self.overflow = OverflowWatch("max_completion_length (or make_rollout_func's max_new_tokens)")
         self.last_trajectories: list[Trajectory] = []
         _live.add(self)
 
@@ -203,7 +205,7 @@ class AWorldRolloutFunc:
 
         trajectories = run_token_batch(
             self.pool, options, mode, generate, envs=self.envs, env_id=self.env_id, groups=keys,
-            retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n),
+            retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n), watch=self.overflow,
         )  # fmt: skip
         self.last_trajectories = trajectories
         collector = GroupCollector(group_hooks(self.pool.peek()), self.void_policy)

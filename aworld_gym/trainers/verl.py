@@ -35,6 +35,7 @@ from aworld_gym.rollout.groups import check_void_policy
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
+from aworld_gym.trainers.seam.overflow import PER_SAMPLE
 from aworld_gym.trainers.seam.rows import row_env
 from aworld_gym.trainers.seam.token_rollout import episode_options
 from aworld_gym.trainers.verl_advantage import NAME as MASKED_GRPO  # noqa: F401 - registers verl's aworld_grpo
@@ -151,6 +152,7 @@ class AWorldAgentLoop(AgentLoopBase):
         traj = await run_pooled(pool, None, env_id=env_id if isinstance(env_id, str) else "", seed=extra.get("seed"),
                                 options=episode_options(extra, kwargs.get("raw_prompt")), group=None if kwargs.get("uid") is None else str(kwargs["uid"]),
                                 tokens=mode, retry_void=self.retry_void)  # fmt: skip
+        PER_SAMPLE.check([(traj, mode)], batch=False)
         if traj.error:
             logger.warning("aworld_agent: a %s episode: %s", traj.termination, last_line(traj.error, 2000))
         return traj, pool.group_hooks, timing

@@ -23,3 +23,26 @@ def test_importing_the_seam_starts_nothing_heavy():
             "print(sorted(m for m in ('torch', 'ray', 'trl', 'transformers', 'verl') if m in sys.modules))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog):
+    """verl, slime, OpenRLHF and AReaL hand over one sample per call: their watch (``PER_SAMPLE``, one per process)
+    warns once with the numbers when a sample overflows before its first token, and raises nothing (no batch)."""
+    from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
+    from aworld_gym.rollout.tokens import TokenMode
+    from aworld_gym.trainers.seam.overflow import OverflowWatch
+
+    def overflowed(prompt: int) -> Trajectory:
+        traj = Trajectory(env_id="AWorld/MCP-v0", tokens=TokenData(prompt_ids=list(range(prompt))))
+        traj.end(Termination.CONTEXT_LIMIT)
+        return traj
+
+    mode = TokenMode(chat=None, generate=None, budget=300, max_model_len=512)  # type: ignore[arg-type]
+    watch = OverflowWatch("max_new_tokens (the trainer's response length)")
+    caplog.set_level("WARNING", logger="aworld_gym")
+    for prompt in (400, 450):
+        watch.check([(overflowed(prompt), mode)], batch=False)  # a whole "batch" of one overflowed: still no error
+    said = [r.getMessage() for r in caplog.records if "before the model's first token" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("1 of 1 episode ended context_limit before the model's first token")
+    assert "(400 prompt tokens + 300 new tokens > the model's context of 512)" in said[0]
+    assert "lower max_new_tokens (the trainer's response length) to at most 112" in said[0]

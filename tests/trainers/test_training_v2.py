@@ -151,6 +151,49 @@ def test_context_limit_in_trls_rollout_func(tiny):
     assert all(sum(m) > 0 for m in out["env_mask"])  # trained on: the model's own fault
 
 
+def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_of_them_raises(tiny, caplog):
+    """A prompt that does not fit with the first turn's max_new_tokens trains on nothing: a warning with the numbers,
+    once per rollout function, while the rest of its batch trains; a batch where every prompt overflows raises."""
+    from aworld_gym.base.errors import PromptOverflowError
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    chat = ChatTokens(tok)
+    kwargs = demo_env_kwargs(4)
+    short = [{"role": "user", "content": "What is 2 + 1? Use the add tool."}]
+    long = [{"role": "user", "content": "What is 2 + 1? Use the add tool. " + "Think it over. " * 20}]
+    env = gym.make("AWorld/MCP-v0", **kwargs)
+    sizes = []
+    for prompt in (short, long):
+        env.reset(options={"task": {"id": "size", "prompt": prompt[0]["content"]}})
+        sizes.append(len(chat.prompt_ids(env.unwrapped.messages)))
+    env.close()
+    budget = 400  # the first turn's max_new_tokens: the whole max_completion_length
+    limit = sizes[0] + budget + 10  # the short prompt fits, the long one does not
+    assert sizes[1] + budget > limit and limit - sizes[1] > 0
+    rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, ANSWER]), max_model_len=limit, **kwargs)
+    trainer = SimpleNamespace(processing_class=tok, max_completion_length=budget, accelerator=None)
+    caplog.set_level("WARNING", logger="aworld_gym")
+    try:
+        out = rf([short, long], trainer)
+        again = rf([long, short], trainer)
+        with pytest.raises(PromptOverflowError) as err:
+            rf([long, long], trainer)
+    finally:
+        rf.close()
+    said = [r.getMessage() for r in caplog.records if "before the model's first token" in r.getMessage()]
+    assert len(said) == 1  # once per run, not once per batch
+    assert said[0].startswith("1 of 2 episodes ended context_limit before the model's first token")
+    assert f"({sizes[1]} prompt tokens + {budget} new tokens > the model's context of {limit})" in said[0]
+    fix = f"lower max_completion_length (or make_rollout_func's max_new_tokens) to at most {limit - sizes[1]}"
+    assert fix in said[0]
+    # the rest of the batch trains: the short prompt's episode ran, the long one's has no token to train on
+    assert out["termination"] == ["answer", "context_limit"] and again["termination"] == ["context_limit", "answer"]
+    assert sum(out["env_mask"][0]) > 0 and sum(out["env_mask"][1]) == 0 and out["num_turns"][1] == 0
+    text = str(err.value)
+    assert text.startswith("every prompt of the batch overflowed, nothing to train on: 2 of 2 episodes")
+    assert f"to at most {limit - sizes[1]}" in text
+
+
 def test_context_limit_in_the_runner_with_the_tiny_qwen3(tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     kwargs = demo_env_kwargs(2)

@@ -30,11 +30,12 @@ from typing import Any
 
 from aworld_gym.base import scratch
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.base.node import find_node_file, missing_message
 from aworld_gym.envs.browser.keeper import Keeper
 from aworld_gym.mcp.transports.proctree import descendants, kill, stat
 from aworld_gym.mcp.transports.shared import SharedServer, shared_instance
 
-PLAYWRIGHT_MCP_VERSION = "0.0.83"  # pinned in package.json
+PLAYWRIGHT_MCP_SETTING = "AWORLD_GYM_PLAYWRIGHT_MCP"  # names cli.js explicitly
 VIEWPORT = "640x480"
 LISTEN_UNIX = Path(__file__).with_name("listen_unix.js")
 BROWSER_MARKER = "AWORLD_GYM_BROWSER"  # in the environment of every process a shared server starts: its own value
@@ -60,24 +61,21 @@ def chromium_path() -> str:
 
 
 def playwright_mcp_cli() -> str:
-    """``cli.js`` of ``@playwright/mcp`` (``$AWORLD_GYM_PLAYWRIGHT_MCP``, else ``node_modules`` of the repo or cwd)."""
-    given = os.environ.get("AWORLD_GYM_PLAYWRIGHT_MCP")
-    candidates = [Path(given)] if given else []
-    rel = Path("node_modules/@playwright/mcp/cli.js")
-    candidates += [Path(__file__).resolve().parents[3] / rel, Path.cwd() / rel]
-    for path in candidates:
-        if path.is_file():
-            return str(path)
-    raise ConfigError(
-        f"@playwright/mcp is not installed: npm install @playwright/mcp@{PLAYWRIGHT_MCP_VERSION} "
-        "(make does it), or set AWORLD_GYM_PLAYWRIGHT_MCP to its cli.js"
-    )
+    """``cli.js`` of ``@playwright/mcp``: ``$AWORLD_GYM_PLAYWRIGHT_MCP``, else the checkout's or the current folder's
+    ``node_modules``, else the user cache that ``aworld-gym setup browser`` fills (:mod:`aworld_gym.base.node`)."""
+    try:
+        found = find_node_file("@playwright/mcp", "cli.js", PLAYWRIGHT_MCP_SETTING)
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    if found is None:
+        raise ConfigError(missing_message("@playwright/mcp", PLAYWRIGHT_MCP_SETTING))
+    return str(found)
 
 
 def node_path() -> str:
     found = shutil.which("node")
     if found is None:
-        raise ConfigError("Node.js is needed for the Playwright MCP server: apt-get install nodejs")
+        raise ConfigError("Node.js is needed for the Playwright MCP server: apt-get install -y nodejs npm")
     return found
 
 

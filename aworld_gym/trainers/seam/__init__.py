@@ -17,7 +17,8 @@ Rows, groups and void episodes:
     :func:`row_env` / :func:`environ_env` (which env a row runs on), :func:`episode_options` (its task),
     :func:`void_weight` and :data:`TRUNCATING`; :class:`GroupCollector` (:class:`GroupGate`, its async form), :func:`member_of` (one sample per
     coroutine), :func:`finish_group`, :func:`training_rewards`, :func:`rewards_by_group`, :func:`check_void_policy`;
-    :class:`Trajectory`, :class:`Termination` and :func:`void_counts`.
+    :class:`Trajectory`, :class:`Termination` and :func:`void_counts`; :class:`OverflowWatch` (episodes that end
+    ``context_limit`` before the model's first token: a warning once per run, an error for a batch of them).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from aworld_gym.rollout.text_episode import SyncTextEpisode, TextEpisode, Turn
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.env_loop import EnvLoop
 from aworld_gym.trainers.seam.groups import member_of, rewards_by_group
+from aworld_gym.trainers.seam.overflow import OverflowWatch
 from aworld_gym.trainers.seam.rows import TRUNCATING, environ_env, row_env, void_weight
 from aworld_gym.trainers.seam.token_rollout import episode_options
 
@@ -40,6 +42,7 @@ __all__ = [
     "EnvPools",
     "GroupCollector",
     "GroupGate",
+    "OverflowWatch",
     "SyncTextEpisode",
     "Termination",
     "TextEpisode",

@@ -20,6 +20,7 @@ from aworld_gym.rollout.driver import run_episode
 from aworld_gym.rollout.pool import EnvPool, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
 from aworld_gym.trainers.seam.env_loop import EnvLoop
+from aworld_gym.trainers.seam.overflow import OverflowWatch
 
 __all__ = [
     "adhoc_task",
@@ -82,6 +83,7 @@ def run_token_batch(
     groups: Sequence[str | None] | None = None,
     retry_void: int = 0,
     any_active: Callable[[int], bool] | None = None,
+    watch: OverflowWatch | None = None,
 ) -> list[Trajectory]:
     """Run one token-mode episode per entry of ``options`` on envs of ``pool``, the episodes on ``envs`` (the loop,
     in a thread of its own, where the envs' sessions live) and every generation on this thread.
@@ -91,10 +93,14 @@ def run_token_batch(
         generate: the batch backend ``(inputs, max_new_tokens) -> [(ids, logprobs)]``.
         any_active: ``any_active(n_local)`` decides whether another turn's ``generate`` runs (distributed trainers:
             every process joins each generate call while any process has an unfinished episode).
+        watch: the run's :class:`~aworld_gym.trainers.seam.overflow.OverflowWatch` (default: one for this call):
+            episodes that end ``context_limit`` before the model's first token are warned about once per watch, and
+            a batch where every one does raises :class:`~aworld_gym.base.errors.PromptOverflowError`.
     """
     requests: queue.Queue[Any] = queue.Queue()
     n = len(options)
     failure: list[BaseException] = []
+    modes: list[TokenMode | None] = [None] * n
 
     async def main() -> list[Trajectory]:
         batcher = Batcher(n, requests)
@@ -103,9 +109,10 @@ def run_token_batch(
             async def gen(ids: list[int], max_new: int) -> Any:
                 return await batcher.generate(i, ids, max_new)
 
+            modes[i] = mode(gen)
             try:
                 return await run_pooled(pool, None, env_id=env_id, options=dict(options[i]), sample=i,
-                                        group=groups[i] if groups else None, tokens=mode(gen),
+                                        group=groups[i] if groups else None, tokens=modes[i],
                                         retry_void=retry_void)  # fmt: skip
             finally:
                 batcher.done()
@@ -133,6 +140,7 @@ def run_token_batch(
         generate([], 1)  # other processes still have episodes: join their generate calls
     if failure:
         raise failure[0]  # the trainer's own model failed: a bug to see, not an episode to mask
+    (watch or OverflowWatch()).check([(t, m) for t, m in zip(trajectories, modes, strict=True) if m is not None])
     return trajectories
 
 
