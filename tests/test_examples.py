@@ -30,7 +30,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = ("python", "bash")
 NO_RUN = re.compile(r"^<!-- no-run: (.+) -->$")
 ALLOWED = ("needs a GPU", "needs an API key", "needs a cluster", "make test runs this file's examples",
-           "runs in .venv-swift: tests/trainers/test_swift.py runs the blocks of this section")  # fmt: skip
+           "runs in .venv-swift: tests/trainers/test_swift.py runs the blocks of this section",
+           "tests/test_wheel.py runs these from the built wheel")  # fmt: skip
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def test_importing_the_seam_starts_nothing_heavy():
     assert out.stdout.strip() == "[]"
 
 
-def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog):
+def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog, monkeypatch):
     """verl, slime, OpenRLHF and AReaL hand over one sample per call: their watch (``PER_SAMPLE``, one per process)
     warns once with the numbers when a sample overflows before its first token, and raises nothing (no batch)."""
     from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
@@ -40,6 +41,8 @@ def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog)
     mode = TokenMode(chat=None, generate=None, budget=300, max_model_len=512)  # type: ignore[arg-type]
     watch = OverflowWatch("max_new_tokens (the trainer's response length)")
     caplog.set_level("WARNING", logger="aworld_gym")
+    # a library that ran logging.config.dictConfig earlier in this process disabled the loggers that existed then
+    monkeypatch.setattr(logging.getLogger("aworld_gym.trainers.seam.overflow"), "disabled", False)
     for prompt in (400, 450):
         watch.check([(overflowed(prompt), mode)], batch=False)  # a whole "batch" of one overflowed: still no error
     said = [r.getMessage() for r in caplog.records if "before the model's first token" in r.getMessage()]

@@ -1,5 +1,6 @@
 """Training v2: one Trajectory through every face, void episodes masked in a real TRL GRPO step, context limits."""
 
+import logging
 import math
 from types import SimpleNamespace
 
@@ -151,7 +152,9 @@ def test_context_limit_in_trls_rollout_func(tiny):
     assert all(sum(m) > 0 for m in out["env_mask"])  # trained on: the model's own fault
 
 
-def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_of_them_raises(tiny, caplog):
+def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_of_them_raises(
+    tiny, caplog, monkeypatch
+):
     """A prompt that does not fit with the first turn's max_new_tokens trains on nothing: a warning with the numbers,
     once per rollout function, while the rest of its batch trains; a batch where every prompt overflows raises."""
     from aworld_gym.base.errors import PromptOverflowError
@@ -173,6 +176,8 @@ def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_
     rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, ANSWER]), max_model_len=limit, **kwargs)
     trainer = SimpleNamespace(processing_class=tok, max_completion_length=budget, accelerator=None)
     caplog.set_level("WARNING", logger="aworld_gym")
+    # a library that ran logging.config.dictConfig earlier in this process disabled the loggers that existed then
+    monkeypatch.setattr(logging.getLogger("aworld_gym.trainers.seam.overflow"), "disabled", False)
     try:
         out = rf([short, long], trainer)
         again = rf([long, short], trainer)
