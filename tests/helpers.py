@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -252,3 +253,20 @@ def registered_ids(*ids: str) -> Iterator[None]:
             registry.DECLARED.discard(env_id)
             for table in (registry.REFERENCE_POLICIES, registry.WORKER_SHARES):
                 table.pop(env_id, None)
+
+
+@contextlib.contextmanager
+def logged(logger: logging.Logger, level: int = logging.WARNING):
+    """The messages ``logger`` (a module's own logger object) emits at ``level`` or above, caught on that very object:
+    AReaL's ``getLogger`` replaces the logging root and manager, so after its tests in the same process a record of
+    ours never reaches pytest's ``caplog`` (which listens on the new root)."""
+    said: list[str] = []
+    handler = logging.Handler(level)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    before, logger.disabled = logger.disabled, False
+    logger.addHandler(handler)
+    try:
+        yield said
+    finally:
+        logger.removeHandler(handler)
+        logger.disabled = before

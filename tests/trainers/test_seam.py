@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import subprocess
 import sys
@@ -26,7 +25,7 @@ def test_importing_the_seam_starts_nothing_heavy():
     assert out.stdout.strip() == "[]"
 
 
-def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog, monkeypatch):
+def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample():
     """verl, slime, OpenRLHF and AReaL hand over one sample per call: their watch (``PER_SAMPLE``, one per process)
     warns once with the numbers when a sample overflows before its first token, and raises nothing (no batch)."""
     from aworld_gym.core.trajectory import Termination, TokenData, Trajectory
@@ -40,12 +39,12 @@ def test_the_per_sample_faces_warn_once_and_never_refuse_a_single_sample(caplog,
 
     mode = TokenMode(chat=None, generate=None, budget=300, max_model_len=512)  # type: ignore[arg-type]
     watch = OverflowWatch("max_new_tokens (the trainer's response length)")
-    caplog.set_level("WARNING", logger="aworld_gym")
-    # a library that ran logging.config.dictConfig earlier in this process disabled the loggers that existed then
-    monkeypatch.setattr(logging.getLogger("aworld_gym.trainers.seam.overflow"), "disabled", False)
-    for prompt in (400, 450):
-        watch.check([(overflowed(prompt), mode)], batch=False)  # a whole "batch" of one overflowed: still no error
-    said = [r.getMessage() for r in caplog.records if "before the model's first token" in r.getMessage()]
+    from aworld_gym.trainers.seam import overflow
+    from tests.helpers import logged
+
+    with logged(overflow.logger) as said:
+        for prompt in (400, 450):
+            watch.check([(overflowed(prompt), mode)], batch=False)  # a whole "batch" of one overflowed: no error
     assert len(said) == 1 and said[0].startswith("1 of 1 episode ended context_limit before the model's first token")
     assert "(400 prompt tokens + 300 new tokens > the model's context of 512)" in said[0]
     assert "lower max_new_tokens (the trainer's response length) to at most 112" in said[0]

@@ -1,6 +1,5 @@
 """Training v2: one Trajectory through every face, void episodes masked in a real TRL GRPO step, context limits."""
 
-import logging
 import math
 from types import SimpleNamespace
 
@@ -153,7 +152,7 @@ def test_context_limit_in_trls_rollout_func(tiny):
 
 
 def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_of_them_raises(
-    tiny, caplog, monkeypatch
+    tiny,
 ):
     """A prompt that does not fit with the first turn's max_new_tokens trains on nothing: a warning with the numbers,
     once per rollout function, while the rest of its batch trains; a batch where every prompt overflows raises."""
@@ -175,17 +174,17 @@ def test_prompts_that_overflow_before_the_first_token_are_said_once_and_a_batch_
     assert sizes[1] + budget > limit and limit - sizes[1] > 0
     rf = make_rollout_func("AWorld/MCP-v0", generate=scripted(chat, [CALL, ANSWER]), max_model_len=limit, **kwargs)
     trainer = SimpleNamespace(processing_class=tok, max_completion_length=budget, accelerator=None)
-    caplog.set_level("WARNING", logger="aworld_gym")
-    # a library that ran logging.config.dictConfig earlier in this process disabled the loggers that existed then
-    monkeypatch.setattr(logging.getLogger("aworld_gym.trainers.seam.overflow"), "disabled", False)
+    from aworld_gym.trainers.seam import overflow
+    from tests.helpers import logged
+
     try:
-        out = rf([short, long], trainer)
-        again = rf([long, short], trainer)
-        with pytest.raises(PromptOverflowError) as err:
-            rf([long, long], trainer)
+        with logged(overflow.logger) as said:
+            out = rf([short, long], trainer)
+            again = rf([long, short], trainer)
+            with pytest.raises(PromptOverflowError) as err:
+                rf([long, long], trainer)
     finally:
         rf.close()
-    said = [r.getMessage() for r in caplog.records if "before the model's first token" in r.getMessage()]
     assert len(said) == 1  # once per run, not once per batch
     assert said[0].startswith("1 of 2 episodes ended context_limit before the model's first token")
     assert f"({sizes[1]} prompt tokens + {budget} new tokens > the model's context of {limit})" in said[0]
