@@ -15,8 +15,9 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
 from aworld_gym.trainers.openrlhf import AgentExecutor, AWorldAgentInstance, spans  # noqa: E402
-from tests.trainers.contract import Recorder, params as signature, source_params  # noqa: E402
 from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens, stdio_config  # noqa: E402
+from tests.trainers.contract import Recorder, source_params  # noqa: E402
+from tests.trainers.contract import params as signature  # noqa: E402
 
 
 class Engine:
@@ -131,5 +132,7 @@ def test_a_reply_cut_at_max_tokens_is_truncated_with_length(tiny):
 def test_an_aborted_generation_is_void_with_no_action_range(tiny):
     tok = AutoTokenizer.from_pretrained(tiny)
     label = {"env_id": "AWorld/MCP-v0", "env_kwargs": demo_env_kwargs(4), "task_id": "add-2"}
-    out = asyncio.run(AgentExecutor().execute("unused", label, params(), 2048, tok, Engine(ChatTokens(tok), abort=True)))
+    out = asyncio.run(
+        AgentExecutor().execute("unused", label, params(), 2048, tok, Engine(ChatTokens(tok), abort=True))
+    )
     assert out["extra_logs"]["void"] == 1.0 and out["action_ranges"] == [] and not out["truncated"]
