@@ -48,7 +48,7 @@ def main() -> None:
     print(f"error kinds seen     {r['kinds_seen']}")
     print(f"ended by their timeout instead (load): {r['timed_out_instead']}; other mismatches: {len(r['mismatches'])}")
     print(f"terminations {r['terminations']}")
-    print(f"lost {len(r['lost'])}, doubled {len(r['doubled'])}, hostile servers left running {len(r['orphans'])}")
+    print(f"lost {len(r['lost'])}, doubled {len(r['doubled'])}, processes left running {len(r['orphans'])}")
     mid = r["samples"]["one third"]
     print("steady-state growth (a third -> two thirds): "
           + ", ".join(f"{k} {grew[k]:+.1f} (of {mid[k]:.0f})" for k in grew))  # fmt: skip
@@ -59,7 +59,8 @@ def main() -> None:
         cg = chaos.growth(c)
         print(f"\nCode-v0 with hostile programs: {c['records']} of {c['episodes']} episodes at concurrency 16 in "
               f"{c['wall_s']:.0f} s; programs {c['injected']}; results not as expected {len(c['mismatches'])}; "
-              f"doubled {len(c['doubled'])}; scores {c['scores']}")  # fmt: skip
+              f"lost {len(c['lost'])}, doubled {len(c['doubled'])}; scores {c['scores']}; processes left running "
+              f"{len(c['orphans'])}")  # fmt: skip
         print("steady-state growth: " + ", ".join(f"{k} {cg[k]:+.1f}" for k in cg))
         r["code"] = {**c, "growth": cg}
     if args.gaia_episodes:
@@ -67,7 +68,8 @@ def main() -> None:
         gg = chaos.growth(g)
         print(f"\nGAIA-v0 after a hostile call: {g['records']} of {g['episodes']} episodes at concurrency 8 in "
               f"{g['wall_s']:.0f} s; hostile calls {g['injected']}; results not as expected {len(g['mismatches'])}; "
-              f"tasks left unsolved {len(g['unsolved'])}; doubled {len(g['doubled'])}")  # fmt: skip
+              f"tasks left unsolved {len(g['unsolved'])}; lost {len(g['lost'])}, doubled {len(g['doubled'])}; "
+              f"processes left running {len(g['orphans'])}")  # fmt: skip
         print("steady-state growth: " + ", ".join(f"{k} {gg[k]:+.1f}" for k in gg))
         r["gaia"] = {**g, "growth": gg}
     if args.mixed_episodes:

@@ -83,6 +83,45 @@ def hostile_processes() -> list[psutil.Process]:
     return found
 
 
+def descendants() -> dict[tuple[int, float], str]:
+    """This process's live descendants (zombies excluded): (pid, start time) -> command line. A pid the kernel gave to
+    a new process is a new key, so a set difference names the processes, where counts can trade one for another."""
+    found = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found[(p.pid, p.create_time())] = " ".join(p.cmdline())[:200]
+        except psutil.Error:
+            continue
+    return found
+
+
+def left_running(before: dict[tuple[int, float], str], grace_s: float = 10.0) -> list[dict[str, Any]]:
+    """The descendants not in ``before`` (those a part started) that still run after ``grace_s`` to stop: returns as
+    soon as none is left. A process that left the tree (reparented to init) is not seen here: the MCP part also looks
+    for its servers machine-wide (:func:`hostile_processes`)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = {key: cmd for key, cmd in descendants().items() if key not in before}
+        if not left or time.monotonic() > deadline:
+            return [{"pid": pid, "started": started, "cmd": cmd} for (pid, started), cmd in sorted(left.items())]
+        time.sleep(0.1)
+
+
+def close_shared_sandboxes() -> None:
+    """Close this process's shared sandboxes (their warm zygotes), as the process's exit would: they outlive every env
+    by design (``shared_sandbox``), so what still runs after this is what an env left behind."""
+    from aworld_gym.sandbox import runner
+
+    runner._close_shared()  # the atexit hook of shared_sandbox; a later env starts a new one
+
+
+def lost_episodes(seeds: Counter[int], episodes: int) -> list[int]:
+    """The episodes with no record: ``stream`` resets episode ``i`` with seed ``i`` (its default seed 0), and its
+    record carries that seed."""
+    return [i for i in range(episodes) if not seeds[i]]
+
+
 def sample() -> dict[str, float]:
     me = psutil.Process()
     return {"fds": me.num_fds(), "threads": threading.active_count(), "rss_mb": me.memory_info().rss / 2**20,
@@ -109,6 +148,7 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
     slow: Counter[str] = Counter()  # faults that ended by their timeout instead (a 20 MB reply on a loaded machine)
     terminations: Counter[str] = Counter()
     samples: dict[str, dict[str, float]] = {"start": sample()}
+    before = descendants()
     t0 = time.perf_counter()
     n = 0
     for record in stream("AWorld/MCP-v0", ChaosPolicy(), episodes=episodes, engine=AsyncEngine(concurrency),
@@ -127,14 +167,15 @@ def run(episodes: int, concurrency: int, timeout: float = 1.5, seed: int = 0) ->
             mismatches.append(problem)
         sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
-    time.sleep(0.5)  # closing envs stop their servers
+    left = left_running(before)  # closing envs stop their servers
     samples["end"] = sample()
     return {
         "episodes": episodes, "concurrency": concurrency, "records": n, "wall_s": wall,
         "lost": sorted(t for t in fault_of if seen[t] == 0), "doubled": sorted(t for t, c in seen.items() if c > 1),
         "injected": dict(injected), "kinds_expected": dict(kinds_expected), "kinds_seen": dict(kinds_seen),
         "mismatches": mismatches, "timed_out_instead": dict(slow), "terminations": dict(terminations), "samples": samples,
-        "orphans": [p.pid for p in hostile_processes()], "pid": os.getpid(),
+        "left_running": left,
+        "orphans": sorted({p.pid for p in hostile_processes()} | {p["pid"] for p in left}), "pid": os.getpid(),
     }  # fmt: skip
 
 
@@ -202,6 +243,8 @@ def run_code(episodes: int, concurrency: int, exec_timeout_s: float = 2.0) -> di
     mismatches: list[str] = []
     scores: Counter[str] = Counter()
     samples: dict[str, dict[str, float]] = {"start": sample()}
+    before = descendants()
+    seeds: Counter[int] = Counter()
     t0 = time.perf_counter()
     n = 0
     policies = iter(range(10**6))
@@ -210,6 +253,7 @@ def run_code(episodes: int, concurrency: int, exec_timeout_s: float = 2.0) -> di
                          env_kwargs={"exec_timeout_s": exec_timeout_s, "max_turns": 4}):  # fmt: skip
         n += 1
         seen[(record["task_id"], record["sample"])] += 1
+        seeds[record["seed"]] += 1
         results = [r for turn in record["turns"] for r in turn.get("tool_results") or []]
         calls = [turn["action"] for turn in record["turns"]]
         fault = next((f for code, f in fault_of_code.items() if calls and json_in(code, calls[0])), "unknown")
@@ -221,10 +265,13 @@ def run_code(episodes: int, concurrency: int, exec_timeout_s: float = 2.0) -> di
         scores[f"{'right' if right else 'broken'} -> {record.get('score')}"] += 1
         sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
-    time.sleep(0.5)
-    samples["end"] = sample()
-    return {"episodes": episodes, "records": n, "wall_s": wall, "doubled": [k for k, c in seen.items() if c > 1],
-            "injected": dict(injected), "mismatches": mismatches, "scores": dict(scores), "samples": samples}  # fmt: skip
+    samples["end"] = sample()  # the process's shared warm sandbox still up: the steady state's end
+    close_shared_sandboxes()
+    left = left_running(before)
+    return {"episodes": episodes, "records": n, "wall_s": wall, "lost": lost_episodes(seeds, episodes),
+            "doubled": [k for k, c in seen.items() if c > 1], "injected": dict(injected), "mismatches": mismatches,
+            "scores": dict(scores), "samples": samples, "left_running": left,
+            "orphans": [p["pid"] for p in left]}  # fmt: skip
 
 
 def json_in(code: str, action: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 from aworld_gym.envs.gaia.reference import GAIAReferencePolicy
 from aworld_gym.rollout.engines import AsyncEngine
 from aworld_gym.rollout.stream import stream
-from tests.chaos import sample, sample_at
+from tests.chaos import close_shared_sandboxes, descendants, left_running, lost_episodes, sample, sample_at
 
 # fault -> (tool, arguments, a phrase its result must show (lower case), the error kind it must carry)
 GAIA_FAULTS: dict[str, tuple[str, dict[str, Any], str, str | None]] = {
@@ -73,6 +73,8 @@ def run_gaia(episodes: int, concurrency: int, exec_timeout_s: float = 3.0) -> di
     mismatches: list[str] = []
     unsolved: list[str] = []
     samples: dict[str, dict[str, float]] = {"start": sample()}
+    before = descendants()
+    episode_seeds: Counter[int] = Counter()
     seeds = iter(range(10**6))
     t0 = time.perf_counter()
     n = 0
@@ -81,6 +83,7 @@ def run_gaia(episodes: int, concurrency: int, exec_timeout_s: float = 3.0) -> di
                          env_kwargs={"exec_timeout_s": exec_timeout_s, "max_turns": 8}):  # fmt: skip
         n += 1
         seen[(record["task_id"], record["sample"])] += 1
+        episode_seeds[record["seed"]] += 1
         fault = fault_of(record)
         injected[fault] += 1
         _, _, phrase, kind = GAIA_FAULTS.get(fault, ("", {}, "?", "?"))
@@ -93,7 +96,10 @@ def run_gaia(episodes: int, concurrency: int, exec_timeout_s: float = 3.0) -> di
             unsolved.append(f"{record['task_id']} ({fault}): {record.get('termination')} {record.get('error', '')}")
         sample_at(samples, n, episodes)
     wall = time.perf_counter() - t0
-    time.sleep(0.5)
     samples["end"] = sample()
-    return {"episodes": episodes, "records": n, "wall_s": wall, "doubled": [k for k, c in seen.items() if c > 1],
-            "injected": dict(injected), "mismatches": mismatches, "unsolved": unsolved, "samples": samples}  # fmt: skip
+    close_shared_sandboxes()
+    left = left_running(before)
+    return {"episodes": episodes, "records": n, "wall_s": wall, "lost": lost_episodes(episode_seeds, episodes),
+            "doubled": [k for k, c in seen.items() if c > 1], "injected": dict(injected), "mismatches": mismatches,
+            "unsolved": unsolved, "samples": samples, "left_running": left,
+            "orphans": [p["pid"] for p in left]}  # fmt: skip

@@ -17,7 +17,7 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = os.environ["AWORLD_GYM_TEST_THREADS"]
     os.environ.setdefault("MKL_NUM_THREADS", os.environ["AWORLD_GYM_TEST_THREADS"])
 
-from tests import parallel  # noqa: E402 - after the thread settings above
+from tests import face_skips, parallel  # noqa: E402 - after the thread settings above
 from tests.helpers import http_demo_server  # noqa: E402
 
 # Security tests: every test under these folders (node ids, from the root of the checkout), and any marked `security`.
@@ -61,9 +61,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parallel.order(items)
 
 
-# ----- a loud list of the security tests that did not run ------------------------------------------------
+# ----- a loud list of the security tests and trainer faces that did not run -------------------------------
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "security: a security test; listed at the end of the run if it skipped")
+    try:
+        face_skips.required_faces()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
@@ -82,8 +86,54 @@ def security_skips(terminalreporter: pytest.TerminalReporter) -> list[tuple[str,
     return found
 
 
+def skipped_faces(terminalreporter: pytest.TerminalReporter) -> dict[str, list[tuple[str, str]]]:
+    """The trainer faces of this run whose tests skipped because the trainer's package is missing (tests/face_skips.py),
+    each with its (node id, reason) skips."""
+    reports = terminalreporter.stats.get("skipped", [])
+    skips = [(r.nodeid, _skip_reason(r)) for r in reports if not hasattr(r, "wasxfail")]
+    return face_skips.face_skips(skips)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A face named in AWORLD_GYM_REQUIRE_FACES (``make test``: the faces ``make`` installs) that skipped fails the run.
+    Runs before the terminal summary (the terminal reporter writes it after this hook), which says why it failed."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if hasattr(session.config, "workerinput") or reporter is None:  # xdist's controller sees every worker's skips
+        return
+    if face_skips.required_faces() & skipped_faces(reporter).keys() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """Every security test that skipped, and why, in a block nobody can miss; nothing when none skipped."""
+    """Every security test and every trainer face that skipped, and why, in blocks nobody can miss; nothing when none
+    skipped."""
+    _summarize_security(terminalreporter)
+    _summarize_faces(terminalreporter)
+
+
+def _summarize_faces(tr: pytest.TerminalReporter) -> None:
+    faces = skipped_faces(tr)
+    if not faces:
+        return
+    required = face_skips.required_faces() & faces.keys()
+    tr.write_sep("!", f"TRAINER FACES SKIPPED: {len(faces)}", red=True, bold=True)
+    tr.write_line("These faces were NOT tested in this run (their trainer package is missing):", red=True, bold=True)
+    for name, skips in faces.items():
+        face = face_skips.FACES[name]
+        tr.write_line(f"  {name} ({face.package}; {face.installed_by}): {len(skips)} skipped", red=True, bold=True)
+        for nodeid, reason in skips:
+            tr.write_line(f"    {nodeid}: {reason}", red=True)
+    if required:
+        tr.write_line(
+            f"FAILED: {face_skips.REQUIRE_VAR} requires {', '.join(sorted(required))} (`make` installs them): "
+            "rebuild the venvs (make clean && make test).",
+            red=True,
+            bold=True,
+        )
+    tr.write_sep("!", f"TRAINER FACES SKIPPED: {len(faces)}", red=True, bold=True)
+
+
+def _summarize_security(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = security_skips(terminalreporter)
     if not skipped:
         return

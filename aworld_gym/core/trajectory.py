@@ -12,7 +12,8 @@ status      what ended the episode                                           tra
 ``failed``  the model's own fault: a wrong answer, format errors, the turn   trained on
             limit, the token budget, the context limit, a cut-off reply
 ``void``    infrastructure: ``env_crash``, ``env_error``, ``policy_error``,  masked (loss weight 0,
-            ``tool_timeout`` (a server that did not answer)                  never a silent reward 0)
+            ``tool_timeout`` (a server that did not answer), ``abort`` (the  never a silent reward 0)
+            engine aborted the generation)
 ==========  ===============================================================  =====================
 
 ``to_record()`` is the one serialisation (JSONL and Parquet rows, what ``aworld-gym report`` reads);
@@ -40,10 +41,11 @@ class Termination:
     ENV_CRASH = "env_crash"  # the env lost the task's state mid-episode (a server or browser died)
     ENV_ERROR = "env_error"  # the env could not be made or reset, or raised
     POLICY_ERROR = "policy_error"  # the model endpoint failed or hung
+    ABORT = "abort"  # the inference engine aborted the generation (a weight update, a drained server)
 
     TRUNCATIONS = (TURN_LIMIT, TOKEN_BUDGET, CONTEXT_LIMIT, LENGTH, TOOL_TIMEOUT, ENV_CRASH)
-    VOID = frozenset({ENV_CRASH, ENV_ERROR, POLICY_ERROR, TOOL_TIMEOUT})
-    ALL = (ANSWER, *TRUNCATIONS, ENV_ERROR, POLICY_ERROR)
+    VOID = frozenset({ENV_CRASH, ENV_ERROR, POLICY_ERROR, TOOL_TIMEOUT, ABORT})
+    ALL = (ANSWER, *TRUNCATIONS, ENV_ERROR, POLICY_ERROR, ABORT)
 
 
 Status = Literal["ok", "failed", "void"]

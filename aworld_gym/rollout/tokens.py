@@ -27,6 +27,9 @@ Generate = Callable[[list[list[int]], int], list[tuple[list[int], list[float] | 
 GenOut = tuple[list[int], list[float] | None] | tuple[list[int], list[float] | None, str | None]
 EpisodeGenerate = Callable[[list[int], int], GenOut | Awaitable[GenOut]]
 
+# The finish reasons of an aborted generation: vLLM's and SGLang's ``abort``, verl's ``aborted``.
+ABORTED = frozenset({"abort", "aborted"})
+
 _PROBE = [{"role": "user", "content": "aworld-probe-user"}, {"role": "assistant", "content": "aworld-probe-reply"}]
 
 
@@ -156,8 +159,11 @@ class TokenTrack:
 
         Returns ``(text, ending)``: the turn's text for ``env.step`` (``None`` when the episode cannot go on) and the
         ending it caused (``token_budget``: the budget ran out mid-turn; ``length``: the reply was cut at its
-        ``max_new_tokens``, ``asked``, with budget left), else ``None``.
+        ``max_new_tokens``, ``asked``, with budget left; ``abort``: the engine aborted it, finish reason ``abort`` or
+        ``aborted``), else ``None``.
         """
+        if finish_reason in ABORTED:  # the engine gave up on the turn (not the model's doing): nothing of it is kept
+            return None, Termination.ABORT
         d = self.data
         lps = list(logprobs) if logprobs is not None else [0.0] * len(ids)
         eos = self.chat.eos_id

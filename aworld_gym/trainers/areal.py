@@ -87,9 +87,7 @@ class AWorldWorkflow(RolloutWorkflow):
         async def generate(ids: list[int], max_new: int) -> Any:
             req = ModelRequest(input_ids=list(ids), gconfig=self.gconfig.new(n_samples=1, max_new_tokens=max_new),
                                tokenizer=self.chat.tokenizer)  # fmt: skip
-            resp = await engine.agenerate(req)
-            if resp.stop_reason == "abort":
-                raise RuntimeError("AReaL's engine aborted the generation")
+            resp = await engine.agenerate(req)  # an "abort" ends the episode as ``abort`` (void: rejected)
             turns.append(list(resp.output_versions))
             return list(resp.output_tokens), list(resp.output_logprobs), resp.stop_reason
 

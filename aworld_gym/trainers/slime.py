@@ -12,8 +12,11 @@ its group's live mean (``sample.group_index``), so the group baseline does not m
 
 The env comes from the sample's ``metadata`` (``env_id``, ``env_kwargs``, ``task_id`` / ``task_index`` / ``task``,
 ``seed``) or from ``args.aworld_env_id`` / ``args.aworld_env_kwargs``; the tokenizer from ``args.hf_checkpoint``.
-slime is not on the package registries: this face is tested against an object with exactly ``Sample``'s fields and a
-stand-in SGLang server speaking ``/generate`` over HTTP.
+SGLang's finish reasons become the statuses slime's own generate gives: ``length`` ends the episode with ``length``
+(``TRUNCATED``, trained on), ``abort`` with ``abort`` (``ABORTED``, no loss: slime's partial rollout takes it back).
+slime is not on the package registries: this face is tested against a copy of ``Sample`` whose field names are pinned
+to ``slime/utils/types.py`` at a named upstream commit (``tests/trainers/test_slime.py``) and a stand-in SGLang server
+speaking ``/generate`` over HTTP.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import functools
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
-from aworld_gym.core.trajectory import Trajectory
+from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
@@ -52,9 +55,7 @@ async def sglang_generate(url: str, ids: list[int], sampling_params: dict[str, A
         out = response.json()
     meta = out.get("meta_info") or {}
     pairs = meta.get("output_token_logprobs") or []
-    finish = (meta.get("finish_reason") or {}).get("type")
-    if finish == "abort":
-        raise RuntimeError("SGLang aborted the generation")
+    finish = (meta.get("finish_reason") or {}).get("type")  # "stop", "length" or "abort", as slime reads it
     return [int(p[1]) for p in pairs], [float(p[0]) for p in pairs], finish
 
 
@@ -101,7 +102,10 @@ def fill(sample: Any, traj: Trajectory, reward: float, chat: ChatTokens) -> Any:
     sample.rollout_log_probs = list(tokens.logprobs) if tokens is not None else []
     sample.reward = reward
     status = getattr(type(sample), "Status", None)
-    if traj.weight <= 0:  # void: no loss, and slime drops it from training
+    if traj.termination == Termination.ABORT:  # slime's own reading of an aborted generation (partial rollout)
+        sample.loss_mask = [0] * len(response)
+        name = "ABORTED"
+    elif traj.weight <= 0:  # void: no loss, and slime drops it from training
         sample.loss_mask = [0] * len(response)
         sample.remove_sample = True
         name = "FAILED"

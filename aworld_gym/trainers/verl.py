@@ -80,6 +80,15 @@ def _plain(obj: Any) -> dict[str, Any]:
     return dict(obj)
 
 
+def finish_reason(stop_reason: str | None) -> str | None:
+    """The driver's finish reason from ``TokenOutput.stop_reason``: verl's vLLM server says ``completed`` both for a
+    stop and for a reply cut at ``max_tokens`` (then the driver tells them apart by the eos token and the length),
+    ``aborted`` for an aborted generation, and its partial-rollout client ``length``."""
+    if stop_reason in ("aborted", "abort"):
+        return "abort"
+    return "length" if stop_reason == "length" else None
+
+
 @register(AGENT_NAME)
 class AWorldAgentLoop(AgentLoopBase):
     """Runs one AWorld episode per sample through verl's ``server_manager.generate``.
@@ -143,7 +152,7 @@ class AWorldAgentLoop(AgentLoopBase):
             )
             timing["generate"] += time.perf_counter() - t
             self._logprobs = self._logprobs or out.log_probs is not None
-            return list(out.token_ids), out.log_probs
+            return list(out.token_ids), out.log_probs, finish_reason(out.stop_reason)
 
         cap = sampling_params.get("max_tokens")
         mode = TokenMode(_chat(self.tokenizer, self.apply_chat_template_kwargs), generate, self.response_length,

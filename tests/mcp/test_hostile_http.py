@@ -74,11 +74,12 @@ def _reset_peak() -> str:
 
 
 def _next_calls_work(hub) -> None:
+    """Two calls answered with their own results. A call stuck behind what the last one left (a wedged stream, a
+    response never closed) ends at its timeout with a ``timeout`` result and is not retried, so the result alone
+    fails such a call, on a quiet machine or a loaded one, with no clock."""
     for i in range(2):
-        t0 = time.perf_counter()
         ok = hub.call([ToolCall("ok", {"text": str(i)})])[0]
         assert (ok.error, ok.text) == (None, f"ok:{i}"), ok.text
-        assert time.perf_counter() - t0 < 3.0
 
 
 @pytest.mark.parametrize("hostile", ["tcp", "unix"], indirect=True)

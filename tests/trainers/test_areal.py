@@ -10,7 +10,7 @@ import pytest
 
 workflow_api = pytest.importorskip("areal.api.workflow_api")
 from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
-from areal.api.io_struct import ModelResponse  # noqa: E402
+from areal.api.io_struct import ModelRequest, ModelResponse  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from aworld_gym.rollout.tokens import ChatTokens  # noqa: E402
@@ -19,19 +19,22 @@ from tests.helpers import ANSWER, CALL, CRASH, demo_env_kwargs, scripted_tokens,
 
 
 class Engine:
-    """AReaL's ``InferenceEngine.agenerate(ModelRequest) -> ModelResponse`` with scripted replies (version 3)."""
+    """AReaL's ``InferenceEngine.agenerate(ModelRequest) -> ModelResponse`` (checked below) with scripted replies
+    (version 3), cut at ``gconfig.max_new_tokens`` with ``stop_reason="length"``, ``abort`` once ``abort`` is set."""
 
-    def __init__(self, chat: ChatTokens) -> None:
-        self.chat, self.requests = chat, []
+    def __init__(self, chat: ChatTokens, reply: str | None = None, abort: bool = False) -> None:
+        self.chat, self.requests, self.reply, self.abort = chat, [], reply, abort
 
-    async def agenerate(self, req):
+    async def agenerate(self, req: ModelRequest) -> ModelResponse:
         self.requests.append(req)
         text = self.chat.decode(req.input_ids)
         turn = text.count("<|im_start|>assistant") - 1
-        reply = (CRASH if "3 + 1" in text else CALL) if turn == 0 else ANSWER
-        ids = [*self.chat.encode(reply), self.chat.eos_id][: req.gconfig.max_new_tokens]
+        reply = self.reply or ((CRASH if "3 + 1" in text else CALL) if turn == 0 else ANSWER)
+        full = [*self.chat.encode(reply), self.chat.eos_id]
+        ids = [] if self.abort else full[: req.gconfig.max_new_tokens]
+        stop = "abort" if self.abort else "length" if len(ids) < len(full) else "stop"
         return ModelResponse(input_tokens=list(req.input_ids), output_tokens=ids, output_logprobs=[-0.5] * len(ids),
-                             output_versions=[3] * len(ids), stop_reason="stop")  # fmt: skip
+                             output_versions=[3] * len(ids), stop_reason=stop)  # fmt: skip
 
 
 def test_the_workflow_returns_areals_tensors_token_exactly(tiny):
@@ -79,3 +82,40 @@ def test_the_agent_runs_against_an_openai_compatible_proxy():
     assert reward == 1.0 and agent.last.status == "ok" and agent.last.num_turns == 2
     with pytest.raises(Exception, match="base_url"):
         asyncio.run(agent.run({"task_id": "add-2"}))
+
+
+def test_the_stand_in_keeps_areals_engine_contract():
+    """Fails when AReaL changes ``InferenceEngine.agenerate``, the ``ModelRequest`` / ``ModelResponse`` fields the
+    face writes and reads, the stop reasons it can report, or the ``GenerationHyperparameters`` the face uses."""
+    import dataclasses
+    import typing
+
+    from areal.api.engine_api import InferenceEngine
+
+    from tests.trainers.contract import params
+
+    assert params(Engine.agenerate) == params(InferenceEngine.agenerate)
+    assert {"input_ids", "gconfig", "tokenizer"} <= {f.name for f in dataclasses.fields(ModelRequest)}
+    response = {f.name for f in dataclasses.fields(ModelResponse)}
+    assert {"input_tokens", "output_tokens", "output_logprobs", "output_versions", "stop_reason"} <= response
+    stop = next(f.type for f in dataclasses.fields(ModelResponse) if f.name == "stop_reason")
+    assert set(typing.get_args(stop)) == {"length", "stop", "tool_calls", "abort"}
+    g = GenerationHyperparameters(max_new_tokens=5, max_tokens=50)
+    assert g.new(n_samples=1, max_new_tokens=3).max_new_tokens == 3 and g.max_tokens == 50
+
+
+def test_a_reply_cut_at_max_new_tokens_ends_with_length_and_is_trained(tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    flow = AWorldWorkflow(GenerationHyperparameters(max_new_tokens=8, max_tokens=2048), tok, "AWorld/MCP-v0",
+                          demo_env_kwargs(4))  # fmt: skip
+    out = asyncio.run(flow.arun_episode(Engine(ChatTokens(tok), reply="thinking " * 40), {"task_id": "add-2"}))
+    assert flow.last.termination == "length" and flow.last.status == "failed"
+    assert out["loss_mask"][0].sum().item() == 8 and out["rewards"].tolist() == [0.0]
+
+
+def test_an_aborted_generation_is_rejected(tiny):
+    tok = AutoTokenizer.from_pretrained(tiny)
+    flow = AWorldWorkflow(GenerationHyperparameters(max_new_tokens=64, max_tokens=2048), tok, "AWorld/MCP-v0",
+                          demo_env_kwargs(4))  # fmt: skip
+    assert asyncio.run(flow.arun_episode(Engine(ChatTokens(tok), abort=True), {"task_id": "add-2"})) is None
+    assert flow.last.termination == "abort" and flow.last.status == "void"

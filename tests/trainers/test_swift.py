@@ -42,27 +42,31 @@ def engine(tiny):
     return TransformersEngine(str(tiny), model_type="qwen3", template_type="qwen3", max_batch_size=0)
 
 
-def scripted(engine, req) -> ChatCompletionResponse:
-    """The reply a model would give: the row's script, turn by turn (the ids encoded then closed with eos)."""
+def scripted(engine, req, max_tokens: int | None = None) -> ChatCompletionResponse:
+    """The reply a model would give: the row's script, turn by turn (the ids encoded then closed with eos), cut at
+    ``max_tokens`` with finish reason ``length`` as swift's engines do."""
     chat = ChatTokens(engine.tokenizer)
     turn = sum(bool(m["role"] == "assistant" and m.get("content")) for m in req.messages)
     script = req.data_dict["script"]
     text = script[min(turn, len(script) - 1)]
-    ids = [*chat.encode(text), chat.eos_id]
+    full = [*chat.encode(text), chat.eos_id]
+    ids = full[:max_tokens] if max_tokens else full
+    finish, text = ("length", chat.decode(ids)) if len(ids) < len(full) else ("stop", text)
     logprobs = {"content": [{"token": str(i), "logprob": -0.25, "bytes": None} for i in ids]}
-    choice = ChatCompletionResponseChoice(0, ChatMessage("assistant", text), "stop", logprobs, token_ids=ids)
+    choice = ChatCompletionResponseChoice(0, ChatMessage("assistant", text), finish, logprobs, token_ids=ids)
     return ChatCompletionResponse("scripted", [choice], UsageInfo(0, len(ids), len(ids)))
 
 
 class Scripted:
-    """swift's inference-engine contract (``infer_async``, ``template``, ``tokenizer``) with scripted replies."""
+    """swift's inference-engine contract (``InferEngine.infer_async``, checked below; ``template``, ``tokenizer``)
+    with scripted replies cut at ``request_config.max_tokens``."""
 
     def __init__(self, real: TransformersEngine) -> None:
         self.real, self.template, self.tokenizer = real, real.template, real.tokenizer
 
-    async def infer_async(self, req, request_config=None, **kwargs):
+    async def infer_async(self, infer_request, request_config=None, **kwargs):
         await asyncio.sleep(0)
-        return scripted(self, req)
+        return scripted(self, infer_request, request_config.max_tokens if request_config is not None else None)
 
 
 def request(uuid: str, script: list[str], env_config: dict, **extra) -> RolloutInferRequest:
@@ -149,6 +153,33 @@ def test_the_scheduler_is_token_exact_and_matches_the_driver_on_both_of_swifts_l
     for o in outs:
         assert model_ids(o) == ref_model and o.rollout_infos["total_reward"] == 1.0
     assert not colo.episodes and not colo._masks()  # nothing kept of finished requests
+
+
+def test_the_stand_in_keeps_swifts_engine_contract():
+    """Fails when ms-swift changes ``InferEngine.infer_async`` (what its schedulers call) or the response choice's
+    fields and finish reasons the face reads (swift reports ``stop`` and ``length`` only: there is no abort to map)."""
+    import dataclasses
+    import typing
+
+    from swift.infer_engine import InferEngine
+
+    from tests.trainers.contract import params
+
+    assert params(Scripted.infer_async) == params(InferEngine.infer_async)
+    fields = {f.name: f.type for f in dataclasses.fields(ChatCompletionResponseChoice)}
+    assert {"message", "finish_reason", "logprobs", "token_ids"} <= set(fields)
+    assert set(typing.get_args(fields["finish_reason"])) == {"stop", "length", None}
+
+
+def test_a_reply_cut_at_max_tokens_ends_with_length_unstepped(engine):
+    sched = multi_turns["aworld"](infer_engine=Scripted(engine), max_turns=4)
+    script = ["thinking " * 40]
+    out = asyncio.run(
+        sched.run(request("cut", script, {**MCP, "env_kwargs": demo_env_kwargs(4)}), config(max_tokens=8))
+    )
+    traj = sched.finished[-1]
+    assert traj.termination == "length" and traj.status == "failed" and traj.turns == []
+    assert out.rollout_infos["status"] == "failed" and len(model_ids(out)) == 8
 
 
 def test_void_episodes_are_masked_and_get_their_groups_live_mean(engine):

@@ -4,6 +4,7 @@ with a stand-in for the LLM server manager that returns known token ids. Runs in
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import hydra  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
+    AgentLoopBase,
     AgentLoopOutput,
     DictConfigWrap,
     ToolListWrap,
@@ -36,15 +38,21 @@ LOGPROB = -0.25
 
 
 class StandInServer:
-    """verl's ``server_manager.generate`` contract: token ids in, ``TokenOutput`` out; scripted replies."""
+    """verl's ``LLMServerClient.generate`` contract (its signature is checked below): token ids in, ``TokenOutput``
+    out; scripted replies cut at ``max_tokens``. ``stop_reason`` as verl's vLLM server sets it: ``completed`` for a
+    stop and for a cut reply alike, ``aborted`` (no tokens) for a reply scripted as ``None``."""
 
-    def __init__(self, replies: list[list[int]]) -> None:
+    def __init__(self, replies: list[list[int] | None]) -> None:
         self.replies = list(replies)
         self.calls: list[dict] = []
 
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+    async def generate(self, request_id, *, prompt_ids, sampling_params, image_data=None, video_data=None,
+                       audio_data=None, mm_processor_kwargs=None, **kwargs) -> TokenOutput:  # fmt: skip
         self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)})
-        ids = self.replies.pop(0)[: sampling_params["max_tokens"]]
+        reply = self.replies.pop(0)
+        if reply is None:
+            return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted")
+        ids = reply[: sampling_params["max_tokens"]]
         return TokenOutput(token_ids=ids, log_probs=[LOGPROB] * len(ids), stop_reason="completed")
 
 
@@ -128,6 +136,40 @@ def test_truncation_at_response_length(tokenizer):
     assert out.response_mask == [1] * 40 and out.extra_fields["termination"] == "token_budget"
     assert server.calls[0]["params"]["max_tokens"] == 40 and len(server.calls) == 1
     assert out.reward_score == 0.0
+
+
+def test_the_stand_in_keeps_verls_server_contract():
+    """Fails when verl changes ``LLMServerClient.generate`` (what ``AgentLoopBase.server_manager`` is) or the
+    ``TokenOutput`` fields the face reads; the face's call binds to the real signature."""
+    from verl.workers.rollout.llm_server import LLMServerClient
+
+    from tests.trainers.contract import params
+
+    assert params(StandInServer.generate) == params(LLMServerClient.generate)
+    assert inspect.signature(AgentLoopBase.__init__).parameters["server_manager"].annotation in (
+        "LLMServerClient", LLMServerClient)  # fmt: skip
+    assert {"token_ids", "log_probs", "stop_reason"} <= set(TokenOutput.model_fields)
+    assert "stop reason: 'completed', 'aborted', or None" in inspect.getsource(TokenOutput)  # what the face maps
+    inspect.signature(LLMServerClient.generate).bind(None, "rid", prompt_ids=[1], sampling_params={"max_tokens": 1})
+
+
+def test_a_reply_cut_at_max_tokens_ends_with_length(tokenizer):
+    """verl's server says ``completed`` for a reply cut at ``max_tokens``: the face still ends the episode with
+    ``length`` (no eos, the whole budget used), not a step of half a reply; the cut reply stays trainable."""
+    server = StandInServer([ids(tokenizer, "thinking " * 50)])
+    out = asyncio.run(make_loop(tokenizer, server).run({"temperature": 1.0, "max_tokens": 8}, **row()))
+    assert server.calls[0]["params"]["max_tokens"] == 8 and len(server.calls) == 1
+    assert out.extra_fields["termination"] == "length" and out.extra_fields["status"] == "failed"
+    assert out.response_mask == [1] * 8 and len(out.response_ids) == 8
+
+
+def test_an_aborted_generation_is_a_masked_sample_not_a_stepped_turn(tokenizer):
+    """``stop_reason="aborted"`` (a weight update, a drained server) ends the episode as ``abort``: void, masked,
+    with the group's mean reward; the env is not stepped with the partial reply."""
+    server = StandInServer([ids(tokenizer, CALL), None])
+    out = run(make_loop(tokenizer, server), **row())
+    assert out.extra_fields["termination"] == "abort" and out.extra_fields["status"] == "void"
+    assert out.extra_fields["weight"] == 0.0 and sum(out.response_mask) == 0 and len(server.calls) == 2
 
 
 def test_wrong_answer_and_malformed_output_get_the_envs_rewards(tokenizer):
