@@ -288,8 +288,8 @@ def collect(
         asyncio.run(run())
     finally:
         try:  # groups cut short (an interrupted run) still reach the sink, unless the sink itself failed
-            if rollout.groups is not None and summary is not None and getattr(sink, "failed", None) is None:
-                for rest in rollout.groups.flush():
+            if summary is not None and getattr(sink, "failed", None) is None:
+                for rest in rollout.leftovers():
                     write(rest)
         finally:  # a sink that failed (a full disk) still lets the envs and the sink close
             if summary is not None:

@@ -93,6 +93,8 @@ class Rollout:
         self.todo: list[Job] = []
         self.groups: GroupCollector | None = None
         self.hold = grouped
+        self._ready: list[list[Trajectory]] = []  # complete groups not yet handed over (see :meth:`leftovers`)
+        self._work: Work | None = None
 
     def open(self) -> Rollout:
         """Make a probe env (validates the config, tells the tasks), plan the jobs. Idempotent."""
@@ -132,23 +134,45 @@ class Rollout:
         assert self.groups is not None
         if getattr(self.engine, "name", "") == "ray":
             self.close()  # the driver's own servers are not what the actors use
-        work = Work(self.env_id, self.make, self.policy, self.todo, self.task_ids, retry_void=self.retry_void)
+        work = self._work = Work(self.env_id, self.make, self.policy, self.todo, self.task_ids,
+                                 retry_void=self.retry_void)  # fmt: skip
         groups = self.groups
         run = self.engine.run(work)
+
+        def add(key: Any, traj: Trajectory) -> None:  # a complete group is kept here until it is handed over
+            ready = groups.add(key, traj)
+            if ready:
+                self._ready.append(ready)
+
         try:
             async for job, traj in run:
                 key = job.group if self.hold else job.index
                 if groups.rubric is not None:  # a slow (async) hook: off the loop
-                    ready = await asyncio.to_thread(groups.add, key, traj)
+                    await asyncio.to_thread(add, key, traj)
                 else:
-                    ready = groups.add(key, traj)
-                if ready:
-                    yield ready
+                    add(key, traj)
+                while self._ready:
+                    yield self._ready.pop(0)
         finally:
             await run.aclose()  # type: ignore[attr-defined] - stops the workers, closes every env
             self.close()
-        # an interrupted run leaves its open groups in self.groups: collect finishes and writes them
-        # (groups.flush(), group_complete False); a stream whose consumer left drops them
+        # an interrupted run leaves groups behind: collect writes them (:meth:`leftovers`); a stream whose consumer
+        # left drops them
+
+    def leftovers(self) -> list[list[Trajectory]]:
+        """What an interrupted run has not handed over: the groups completed but not yet yielded (an interrupt
+        while a group's hooks ran in a worker thread), the groups that the engine's finished but unyielded episodes
+        (:attr:`Work.unyielded`) complete, then the groups left open, finished as they are (``group_complete``
+        False)."""
+        out, self._ready = self._ready, []
+        if self.groups is not None:
+            unyielded, self._work = (self._work.unyielded if self._work is not None else []), None
+            for job, traj in unyielded:
+                ready = self.groups.add(job.group if self.hold else job.index, traj)
+                if ready:
+                    out.append(ready)
+            out += self.groups.flush()
+        return out
 
 
 def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None) -> Callable[[], Policy]:

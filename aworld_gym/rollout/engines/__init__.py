@@ -36,6 +36,9 @@ class Work:
     jobs: list[Job]
     task_ids: list[str] = field(default_factory=list)
     retry_void: int = 0  # a void episode is run again this many times (void_policy="retry")
+    # Episodes that finished but that the engine could not hand over before it was closed (an interrupted run: a
+    # KeyboardInterrupt in one worker while another's record waited for the consumer); the caller writes them.
+    unyielded: list[tuple[Job, Trajectory]] = field(default_factory=list)
 
     def task_id(self, job: Job) -> str | None:
         return self.task_ids[job.task_index] if self.task_ids else None
@@ -131,6 +134,10 @@ class AsyncEngine:
                 yield job, traj
         finally:
             await _stop(workers)
+            while not results.empty():  # finished while the consumer was being interrupted: not lost
+                job, traj = results.get_nowait()
+                if job is not None:
+                    work.unyielded.append((job, traj))
             await asyncio.shield(pool.aclose())
             await asyncio.shield(close_policies(policies))
 
