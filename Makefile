@@ -27,7 +27,7 @@ FACES_SWIFT := swift
 # `make test-fast`: the inner loop, unit and core tests (no browser, Ray, training or sandbox escapes).
 FAST := tests/core
 
-.PHONY: run test test-fast docs setup system-deps node-deps lint bench clean
+.PHONY: run test test-fast docs setup system-deps node-deps lint bench figures clean
 
 run: setup
 	$(VENV)/bin/aworld-gym rollout --env AWorld/Code-v0 --policy reference --episodes 32
@@ -128,6 +128,23 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/step_overhead.py
+
+# `make figures`: re-runs, one after another, every benchmark a README headline row cites (tests/test_figures.py),
+# with the arguments that wrote its committed JSON, so all of them come from the current commit (each JSON's
+# provenance records it, and whether aworld_gym/ and benchmarks/ were clean). Hours on a 2-core machine; run it on
+# a quiet one, then update README's rows from the new JSONs (tests/test_figures.py checks them).
+FIGURES_ENV := OMP_NUM_THREADS=1
+figures: setup
+	$(FIGURES_ENV) $(PY) benchmarks/rollout_scaling.py
+	$(FIGURES_ENV) $(PY) benchmarks/ray_pool.py --cluster
+	$(PY) benchmarks/browser_scale.py
+	$(PY) benchmarks/step_overhead.py
+	$(PY) benchmarks/sandbox.py
+	$(PY) benchmarks/peers_browser.py
+	$(PY) benchmarks/peers.py
+	$(PY) benchmarks/peers.py --frameworks aworld-gym --levels 1,64,16@0 --no-install --out benchmarks/results/peers_ours.json
+	$(PY) benchmarks/soak.py
+	$(PY) examples/train_grpo_trl.py --control --plot docs/grpo_tool_choice.png --json benchmarks/results/grpo_tool_choice.json
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) $(SWIFT_VENV) $(STAMPS) node_modules

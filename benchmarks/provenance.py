@@ -1,8 +1,13 @@
-"""What every benchmark JSON says about where its numbers come from: the commit (and whether the tree had changes),
-when, the machine, the load average when the benchmark started and ended (informational: the benchmark's own work
-raises it), and the CPU that *other* processes used while it ran (``other_cpus``, see :class:`OtherWork`):
-``quiet`` when that stayed under a quarter of one CPU. So a figure can be traced to the code that measured it and a
-busy machine shows."""
+"""What every benchmark JSON says about where its numbers come from: the commit; whether the tree had changes
+(``dirty``: any tracked file, docs included) and whether the code did (``code_dirty``: any change, untracked files
+included, under ``aworld_gym/`` or ``benchmarks/`` outside ``benchmarks/results/``, so neither a docs edit nor the
+JSONs a figures run rewrites count); when; the machine: CPU model, the CPU flags that pick torch's kernels
+(``cpu_flags``, see :data:`KERNEL_FLAGS`), cores; the load average when the benchmark started and ended
+(informational: the benchmark's own work raises it); the steal time over the run (``steal_s``: CPU time the
+hypervisor gave to other guests, from ``/proc/stat``, and ``steal_fraction``: that over the run's wall time x
+cores); and the CPU that *other* processes used while it ran (``other_cpus``, see :class:`OtherWork`): ``quiet`` when
+that stayed under a quarter of one CPU. So a figure can be traced to the code that measured it and a busy machine
+shows. Where ``/proc`` or git is missing, the fields it would give are None."""
 
 from __future__ import annotations
 
@@ -16,25 +21,90 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+CODE = ("aworld_gym", "benchmarks", ":(exclude)benchmarks/results")  # what code_dirty looks at
+# The /proc/cpuinfo flags (x86) or features (Arm) that decide which kernels torch/oneDNN/MKL pick.
+KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2",
+                "bf16", "i8mm")  # fmt: skip
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _steal_ticks(path: str = "/proc/stat") -> int | None:
+    """The ``steal`` column of ``/proc/stat``'s ``cpu`` line (all CPUs, in clock ticks); None without it."""
+    try:
+        with open(path) as f:
+            for line in f:
+                fields = line.split()
+                if fields and fields[0] == "cpu":
+                    return int(fields[8]) if len(fields) > 8 else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cpu_info(path: str = "/proc/cpuinfo") -> tuple[str | None, list[str] | None]:
+    """The CPU's model name and which of :data:`KERNEL_FLAGS` it has (None, None without ``/proc/cpuinfo``)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None, None
+    model, flags = None, None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model is None:
+            model = value.strip() or None
+        elif key in ("flags", "Features") and flags is None:
+            have = set(value.split())
+            flags = [f for f in KERNEL_FLAGS if f in have]
+    return model, flags
+
+
 _START = os.getloadavg()  # imported at a benchmark's start
+_T0 = time.monotonic()
+_STEAL0 = _steal_ticks()
 
 
-def _git(*args: str) -> str:
-    out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
-    return out.stdout.strip() if out.returncode == 0 else ""
+def _git(*args: str) -> str | None:
+    """git's output in the repository; None when git is missing or fails."""
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _changed(*args: str) -> bool | None:
+    out = _git("status", "--porcelain", *args)
+    return None if out is None else bool(out)
 
 
 def stamp(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with a ``provenance`` entry (see the module's docstring)."""
     end = os.getloadavg()
+    wall = time.monotonic() - _T0
+    steal = _steal_ticks()
+    steal_s = None if steal is None or _STEAL0 is None else max(0, steal - _STEAL0) / _TICK
+    cores = os.cpu_count()
+    model, flags = cpu_info()
     other = _RUN.stop()
     result["provenance"] = {
-        "git": _git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git": _git("rev-parse", "--short", "HEAD") or "",
+        "dirty": _changed("--untracked-files=no"),  # any tracked change, docs included
+        "code_dirty": _changed("--", *CODE),  # aworld_gym/, benchmarks/ (not results/), untracked files included
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "machine": f"{platform.machine()}, {cores} cpus",
+        "cpu_model": model,
+        "cpu_flags": flags,
+        "cores": cores,
         "load_avg_start": list(_START),
         "load_avg_end": list(end),
+        "wall_s": round(wall, 2),
+        "steal_s": None if steal_s is None else round(steal_s, 2),
+        "steal_fraction": None
+        if steal_s is None or not cores
+        else round(min(1.0, steal_s / (max(wall, 1e-9) * cores)), 4),
         "other_cpu_s": other["other_cpu_s"],
         "other_cpus": other["other_cpus"],
         "quiet": not other["busy"],
@@ -99,9 +169,6 @@ class OtherWork:
         return {"other_cpu_s": round(other, 2), "other_cpus": round(other / wall, 3),
                 "other_top": [f"{_name(pid)} ({pid}): {g:.1f} s" for (pid, _), g in top if g >= 0.5],
                 "busy": other / wall > self.BUSY_CPUS}  # fmt: skip
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _processes() -> dict[tuple[int, int], tuple[int, float]]:

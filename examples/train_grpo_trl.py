@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,10 @@ def main() -> None:
     ap.add_argument("--control", action="store_true", help="also the same run at learning rate 0 (the control)")
     ap.add_argument("--recipe", default=None, help="a recipe YAML: its model/env/env_kwargs/grpo settings win")
     args = ap.parse_args()
+    stamp = None
+    if args.json:  # the JSON says where its numbers come from (benchmarks/provenance.py: its clocks start here)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from benchmarks.provenance import stamp
     recipe: dict = {}
     if args.recipe:
         import yaml
@@ -142,7 +147,7 @@ def main() -> None:
                   f"{run['held_out_after']}/144  one-sided Fisher p={run['p']:.2g}: {verdict} (criterion p<=0.01)")  # fmt: skip
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        Path(args.json).write_text(json.dumps(stamp(out), indent=1))
     if args.plot:
         share = (out["held_out_before"] / 144, out["held_out_after"] / 144) if "p" in out else (None, None)
         plot(out["reward_per_step"], *share, args.plot, args.batch_size)
