@@ -86,7 +86,7 @@ def main() -> None:
             return None
         from aworld_gym.fixtures.toy import sample_episodes, solved
 
-        eps = sample_episodes(model, tok, tool_choice_env_kwargs("heldout"), 144, args.max_completion_length, seed=seed)
+        eps = sample_episodes(model, tok, tool_choice_env_kwargs("validation"), 144, args.max_completion_length, seed=seed)
         return [solved(ep) for ep in eps]
 
     start = {k: v.detach().clone() for k, v in model.state_dict().items()} if args.control else None

@@ -47,7 +47,7 @@ def test_menu_actions_give_numeric_spaces_and_the_envs_rewards():
 
 
 def test_menu_entries_may_read_the_question_and_the_last_result():
-    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("heldout"), "menu": TOOL_MENU, "obs_tokens": 32})
+    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("validation"), "menu": TOOL_MENU, "obs_tokens": 32})
     try:
         for task in env.unwrapped.tasks:
             env.reset(options={"task_id": task.id})
@@ -74,7 +74,7 @@ def sample_successes(module, episodes: int, seed: int) -> list[bool]:
     import torch
 
     rng = np.random.default_rng(seed)
-    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("heldout", max_turns=2), "menu": TOOL_MENU,
+    env = make_env("AWorld/MCP-v0", {**tool_choice_env_kwargs("validation", max_turns=2), "menu": TOOL_MENU,
                                      "obs_tokens": 32})  # fmt: skip
     tasks = env.unwrapped.tasks
     out = []

@@ -18,27 +18,40 @@ from aworld_gym.fixtures.toy import (
     lookup_table,
     tool_choice_env_kwargs,
     tool_choice_tasks,
+    wordings,
 )
 
 
-def test_train_and_held_out_tasks_are_disjoint_and_need_their_tool():
-    train, held = tool_choice_tasks("train"), tool_choice_tasks("heldout")
-    assert (len(train), len(held)) == (60, 36)
-    assert not {t["id"] for t in train} & {t["id"] for t in held}
-    assert not {t["prompt"] for t in train} & {t["prompt"] for t in held}
-    for op in ("add", "multiply", "lookup"):
-        args = [json.dumps(t["reference"]["turns"][0][0]["arguments"]) for t in train if t["tool"] == op]
-        held_args = [json.dumps(t["reference"]["turns"][0][0]["arguments"]) for t in held if t["tool"] == op]
-        assert args and held_args and not set(args) & set(held_args)  # other numbers, other keys
+def test_the_splits_share_no_operand_key_or_wording_and_need_their_tool():
+    splits = {name: tool_choice_tasks(name) for name in ("train", "validation", "test")}
+    assert {k: len(v) for k, v in splits.items()} == {"train": 60, "validation": 56, "test": 72}
+    for a, b in [("train", "validation"), ("train", "test"), ("validation", "test")]:
+        assert not {t["id"] for t in splits[a]} & {t["id"] for t in splits[b]}
+        for op in ("add", "multiply", "lookup"):
+            numbers = [set(t["reference"]["turns"][0][0]["arguments"].values()) for t in (*splits[a], *splits[b])
+                       if t["tool"] == op]  # fmt: skip
+            side = {s: set().union(*(set(t["reference"]["turns"][0][0]["arguments"].values())
+                                     for t in splits[s] if t["tool"] == op)) for s in (a, b)}  # fmt: skip
+            assert numbers and side[a] and side[b] and not side[a] & side[b], (a, b, op)  # other operands, keys
+            assert not set(wordings(a, op)) & set(wordings(b, op)), (a, b, op)  # other templates
+    for split, tasks in splits.items():  # each task's prompt is one of its split's wordings, with its numbers
+        for t in tasks:
+            args = t["reference"]["turns"][0][0]["arguments"]
+            assert t["prompt"] in {w.format(**args) for w in wordings(split, t["tool"])}, t
+    test = splits["test"]  # every test wording of every tool is asked, and no test task is a train task swapped
+    assert {t["prompt"].split(" ")[0] for t in test} == {"Tell", "Please"}
+    train_pairs = {frozenset(t["reference"]["turns"][0][0]["arguments"].values()) for t in splits["train"]}
+    assert not train_pairs & {frozenset(t["reference"]["turns"][0][0]["arguments"].values()) for t in test}
     # the lookup values depend on the seed: they cannot be learned by heart across task sets
     assert lookup_table(0) != lookup_table(1)
-    assert tool_choice_tasks("train", seed=1) != train
-    with pytest.raises(ValueError, match="split"):
-        tool_choice_tasks("test")
+    assert tool_choice_tasks("train", seed=1) != splits["train"]
+    for bad in ("heldout", "dev"):
+        with pytest.raises(ValueError, match="split"):
+            tool_choice_tasks(bad)
 
 
 def test_a_right_answer_scores_only_with_the_tasks_own_tool_call():
-    kwargs = tool_choice_env_kwargs("heldout")
+    kwargs = tool_choice_env_kwargs("validation")
     json.dumps({k: v for k, v in kwargs.items() if k != "mcp_config"})  # the hooks are an import path: JSON
     env = gym.make("AWorld/MCP-v0", **kwargs)
     try:

@@ -381,7 +381,7 @@ def grpo_run(warm, tmp_path, lr: float, steps: int = 120, before: list[bool] | N
     ``before``: the "before" episodes of an earlier run from the same checkpoint (the same model and seed give the
     same episodes, so they are not sampled twice)."""
     model, tok = load(warm)
-    held = tool_choice_env_kwargs("heldout")
+    held = tool_choice_env_kwargs("validation")
     if before is None:
         before = [solved(ep) for ep in sample_episodes(model, tok, held, episodes=144, seed=1)]
     kwargs = tool_choice_env_kwargs("train")
