@@ -17,6 +17,12 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = os.environ["AWORLD_GYM_TEST_THREADS"]
     os.environ.setdefault("MKL_NUM_THREADS", os.environ["AWORLD_GYM_TEST_THREADS"])
 
+from aworld_gym.fixtures.learning import pin_kernels  # noqa: E402 - no torch: the kernels are set before it loads
+
+# The CPU kernels (torch's vector width, MKL's and oneDNN's instruction sets) pinned to AVX2 for the whole suite, so
+# a learning test trains the same model on an AVX2 and an AVX-512 machine (a value already set wins).
+pin_kernels()
+
 from tests import face_skips, parallel  # noqa: E402 - after the thread settings above
 from tests.helpers import http_demo_server  # noqa: E402
 

@@ -24,7 +24,7 @@ from aworld_gym.fixtures.toy import (
 
 def test_the_splits_share_no_operand_key_or_wording_and_need_their_tool():
     splits = {name: tool_choice_tasks(name) for name in ("train", "validation", "test")}
-    assert {k: len(v) for k, v in splits.items()} == {"train": 60, "validation": 56, "test": 72}
+    assert {k: len(v) for k, v in splits.items()} == {"train": 112, "validation": 80, "test": 80}
     for a, b in [("train", "validation"), ("train", "test"), ("validation", "test")]:
         assert not {t["id"] for t in splits[a]} & {t["id"] for t in splits[b]}
         for op in ("add", "multiply", "lookup"):
