@@ -128,3 +128,53 @@ def test_side_by_side_runs_say_they_were_quiet():
     ours = load("peers_ours.json")
     assert ours["provenance"]["quiet"] and all(not r["busy"] and r["correct"] == r["episodes"] for r in ours["rows"])
     assert all(r["breakdown"]["unaccounted_slot_s"] == 0 for r in ours["rows"])  # the parts add up to C x wall
+
+
+RATE = re.compile(r"\d[\d.,]*\s*(?:episodes/s|eps/s|episodes per second)")
+JSON_NAME = re.compile(r"\b([A-Za-z0-9_]+)\.json\b")
+# docs/training.md quotes the GRPO example's outcomes, which are checked in its own tests, not here
+FIGURE_PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
+FIGURE_PAGES.remove("docs/training.md")
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """A page cut at its Markdown headings (lines starting with ``#`` outside code fences): (heading, body)."""
+    out, heading, body, fenced = [], "(top)", [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if line.startswith("#") and not fenced:
+            out.append((heading, "\n".join(body)))
+            heading, body = line, []
+        else:
+            body.append(line)
+    out.append((heading, "\n".join(body)))
+    return out
+
+
+def test_every_section_quoting_a_rate_names_a_committed_json():
+    """A section of README or docs that quotes a measured rate (N episodes/s) names a JSON under benchmarks/results/
+    that exists: a figure comes from a JSON in the tree or is not given (issue 47). Coarse on purpose: it holds per
+    section, so a figure added to a section that already names its JSON passes; a new section of figures without
+    one, or one naming a JSON that is not committed, fails."""
+    results = {p.stem for p in RESULTS.glob("*.json")}
+    bad = []
+    for page in FIGURE_PAGES:
+        for heading, body in sections((ROOT / page).read_text()):
+            if not RATE.search(body):
+                continue
+            named = set(JSON_NAME.findall(body))
+            if not named & results:
+                bad.append(f"{page} {heading!r}: {RATE.search(body).group(0)!r}, no benchmarks/results/*.json named")
+    assert not bad, bad
+
+
+def test_every_results_json_the_docs_name_is_committed():
+    """Every ``benchmarks/results/X.json`` the pages name exists (a renamed or dropped JSON leaves no dangling
+    figure behind)."""
+    missing = []
+    for page in [*FIGURE_PAGES, "docs/training.md"]:
+        for name in re.findall(r"benchmarks/results/([A-Za-z0-9_]+\.json)", (ROOT / page).read_text()):
+            if not (RESULTS / name).exists():
+                missing.append(f"{page}: {name}")
+    assert not missing, missing
