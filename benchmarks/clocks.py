@@ -19,8 +19,13 @@ machine), so a driver's marks and its worker's subtract.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 now = time.monotonic
@@ -102,3 +107,27 @@ def cell(row: dict[str, Any]) -> str:
 
 
 CELL_HEAD = "whole s = start-up + window + teardown"
+
+
+def rollout_command(argv: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``aworld-gym rollout <argv>`` (this venv's) timed from outside: the part's fields and its records.
+
+    The whole clock is the command, process start to exit; the window is the run's own ``wall_s`` (its summary:
+    envs made before it, closed after it). The part's ``episodes_per_s`` keeps its meaning in these JSONs, the
+    command's rate from outside (= ``episodes_per_s_whole``); the window's rate is ``episodes_per_s_window``.
+    """
+    exe = str(Path(sys.executable).parent / "aworld-gym")
+    with tempfile.TemporaryDirectory() as tmp:
+        out, summary = Path(tmp) / "t.jsonl", Path(tmp) / "summary.json"
+        t0 = now()
+        p = subprocess.run([exe, "rollout", *argv, "--out", str(out), "--summary-json", str(summary), "--no-progress"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+        whole = now() - t0
+        ok = p.returncode == 0 and out.exists()
+        records = [json.loads(x) for x in out.read_text().splitlines()] if ok else []
+        window = json.loads(summary.read_text())["wall_s"] if ok and summary.exists() else None
+    timing = Clocks.outside(whole, window).fields(len(records)) if window is not None else missing()
+    part = {**timing, "whole_s": round(whole, 3), "wall_s": whole, "episodes_per_s_window": timing["episodes_per_s"],
+            "episodes_per_s": len(records) / whole, "returncode": p.returncode}  # fmt: skip
+    part["episodes_per_s_whole"] = part["episodes_per_s"]
+    return part, records
