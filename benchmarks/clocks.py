@@ -112,8 +112,8 @@ CELL_HEAD = "whole s = start-up + window + teardown"
 def rollout_command(argv: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``aworld-gym rollout <argv>`` (this venv's) timed from outside: the part's fields and its records.
 
-    The whole clock is the command, process start to exit; the window is the run's own ``wall_s`` (its summary:
-    envs made before it, closed after it). The part's ``episodes_per_s`` keeps its meaning in these JSONs, the
+    The whole clock is the command, process start to exit; the window is the run's own ``wall_s`` (its summary):
+    it leaves out the interpreter's start and imports, the probe env, and closing the envs and the engine. The part's ``episodes_per_s`` keeps its meaning in these JSONs, the
     command's rate from outside (= ``episodes_per_s_whole``); the window's rate is ``episodes_per_s_window``.
     """
     exe = str(Path(sys.executable).parent / "aworld-gym")

@@ -5,9 +5,9 @@ server (2 turns per episode, one ``add`` call over streamable HTTP to one shared
 ``benchmarks/rollout_scaling.py``. Every row is put beside the sequential baseline of the same run (the in-process
 engine at concurrency 1, 4 episodes): speedup = episodes/s / sequential episodes/s, efficiency = speedup / C (both
 over the window). Two clocks (``benchmarks/clocks.py``): ``episodes_per_s_whole`` is the ``collect`` call timed from
-outside (``whole_s`` = ``call_s``: a one-shot engine's actors, the envs, closing them; a warm pool's
-``RayEngine.start()`` is before it, timed as ``start_s``), ``episodes_per_s`` the window (collect's ``wall_s``; the
-rest is ``outside_window_s``).
+outside (``whole_s`` = ``call_s``; a warm pool's ``RayEngine.start()`` is before it, timed as ``start_s``),
+``episodes_per_s`` the window (collect's own ``wall_s``, which holds a one-shot engine's actors starting and their
+envs being made: it leaves out only the probe env and closing, ``outside_window_s``).
 
 1. **Warm pool** (a private local Ray, this machine): a one-shot ``RayEngine`` call (actors started inside the
    call, as ``collect(engine="ray")`` does), then ``RayEngine.start()`` (timed) and ``--calls`` calls of

@@ -9,9 +9,10 @@ machine it becomes CPU-bound as concurrency grows). For each engine and concurre
 speedup over sequential collection (concurrency 1; 4 x concurrency episodes per level), efficiency (speedup / concurrency) and peak memory (RSS of
 this process and of its children); then it times the ``aworld-gym rollout`` command from outside, start-up
 included: 256 episodes at concurrency 64 against 4 sequential episodes. Two clocks (``benchmarks/clocks.py``): a row's
-``episodes_per_s_whole`` is its ``collect`` call timed from outside (a one-shot engine's worker processes or Ray
-actors, the envs, closing them), ``episodes_per_s`` its window (collect's ``wall_s``: the episodes alone; the rest is
-``outside_window_s``); the command's ``episodes_per_s`` is the whole command, ``episodes_per_s_window`` its run's
+``episodes_per_s_whole`` is its ``collect`` call timed from outside, ``episodes_per_s`` its window (collect's own
+``wall_s``, which already holds a one-shot engine's worker processes or Ray actors starting and the envs being made:
+it leaves out only the probe env, made before it and closed after it, and the envs closing, ``outside_window_s``);
+the command's ``episodes_per_s`` is the whole command, ``episodes_per_s_window`` its run's
 window. Prints tables and writes JSON.
 
     python benchmarks/rollout_scaling.py [--latency 1.0] [--quick] [--pool K]
