@@ -111,6 +111,7 @@ async def measure(mode: str, n: int, episodes: int) -> dict:
         "reset_s_median": round(statistics.median(resets), 3),
         "step_s_median": round(statistics.median(steps), 3),
         "step_s_p90": round(sorted(steps)[int(0.9 * (len(steps) - 1))], 3),
+        "episodes": len(scores),
         **clocks.fields(len(scores), digits=3),
         "success_rate": sum(1 for s in scores if s == 1.0) / len(scores),
     }
