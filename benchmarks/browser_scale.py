@@ -16,7 +16,11 @@ each episode through the rollout driver with the reference policy, round-robin o
   in turn), PSS sampled every ``--sample-every`` episodes: memory is flat when the last quarter's mean is within 5%
   of the second quarter's.
 
-Every row: episodes/s (planned episodes over the wall time of the run, env creation excluded), reset and step
+Every row: episodes/s on two clocks (``benchmarks/clocks.py``): over the whole worker process
+(``episodes_per_s_whole``: from its start, imports, browsers and envs included, to its exit, its envs closed, less
+``paused_s``, the benchmark's own PSS reading and a one-second settle before counting descriptors) and over the window
+(``episodes_per_s``: from the first episode to the last; it leaves out ``startup_s``, env and browser creation, and
+``teardown_s``, closing them); reset and step
 (env time) p50/p90, success, the worker's open file descriptors before the envs and after they closed, Chromium and
 Node processes on the machine before and after, and orphans counted exactly: the worker runs with
 ``$AWORLD_GYM_RUN`` set to a fresh value, which every process it starts inherits, and with ``TMPDIR`` a fresh folder,
@@ -49,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from aworld_gym.envs.browser.faults import FAULTS, RUN_MARKER, count_kinds, open_fds, run_processes  # noqa: E402
 from aworld_gym.envs.browser.reference import REFERENCE_TASKS  # noqa: E402
 from aworld_gym.mcp.transports.proctree import kill  # noqa: E402
+from benchmarks.clocks import CELL_HEAD, Clocks, cell, now  # noqa: E402
 
 TASKS = list(REFERENCE_TASKS)
 TARGET = {"envs": 128, "pss_mb_per_env": 90.0}
@@ -94,6 +99,7 @@ def run_row(spec: dict[str, Any], work: Path) -> dict[str, Any]:
     spec_path.write_text(json.dumps(spec))
     log = (work / f"{spec['row']}-{spec['envs']}.log").open("w")
     env = {**os.environ, RUN_MARKER: run, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
+    started = now()  # the whole run: the worker's start (imports, browsers, envs) to its exit
     proc = subprocess.Popen([sys.executable, __file__, "--worker", str(spec_path)], cwd=ROOT, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
     result: dict[str, Any] = {}
@@ -121,6 +127,7 @@ def run_row(spec: dict[str, Any], work: Path) -> dict[str, Any]:
             proc.kill()
             proc.wait()
         log.close()
+    ended = now()
     time.sleep(2.0)
     left = run_processes(run, ours)
     row.update(orphans=len(left), orphan_kinds=count_kinds(left), machine_after=machine_counts())
@@ -134,18 +141,20 @@ def run_row(spec: dict[str, Any], work: Path) -> dict[str, Any]:
         tail = (work / f"{spec['row']}-{spec['envs']}.log").read_text(errors="replace").strip().splitlines()[-3:]
         row["error"] = f"worker exited {proc.returncode}: {' | '.join(tail)[:400]}"
         return row
-    summarize(row, result)
+    summarize(row, result, started, ended)
     return row
 
 
-def summarize(row: dict[str, Any], result: dict[str, Any]) -> None:
+def summarize(row: dict[str, Any], result: dict[str, Any], started: float, ended: float) -> None:
     eps = result["episodes"]
+    clocks = Clocks.from_marks(started, result["window_start"], result["window_end"], ended,
+                               paused_in_teardown_s=result["paused_s"])  # fmt: skip
     steps = [s for e in eps for s in e["steps_s"]]
     resets = [e["reset_s"] for e in eps if e["reset_s"] is not None]
     by = {s: sum(1 for e in eps if e["status"] == s) for s in ("ok", "failed", "void")}
     row.update(episodes=len(eps), solved=sum(1 for e in eps if e["status"] == "ok" and e["score"] == 1.0),
                void=by["void"], failed=by["failed"], retried=sum(1 for e in eps if e["attempts"] > 1),
-               wall_s=round(result["wall_s"], 1), episodes_per_s=round(len(eps) / result["wall_s"], 2),
+               **clocks.fields(len(eps), digits=2), wall_s=round(clocks.window_s, 1),
                reset_s_p50=quantile(resets, 0.5), reset_s_p90=quantile(resets, 0.9),
                step_s_p50=quantile(steps, 0.5), step_s_p90=quantile(steps, 0.9),
                fds_before=result["fds_before"], fds_after=result["fds_after"],
@@ -173,7 +182,8 @@ def summarize(row: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 COLS = [("row", "row", 6), ("envs", "envs", 4), ("browsers", "brws", 4), ("episodes", "eps", 5), ("solved", "solved", 6),
-        ("void", "void", 4), ("failed", "fail", 4), ("episodes_per_s", "eps/s", 6), ("reset_s_p50", "reset p50", 9),
+        ("void", "void", 4), ("failed", "fail", 4), ("episodes_per_s_whole", "eps/s whole", 11),
+        ("episodes_per_s", "eps/s window", 12), ("clocks", CELL_HEAD, 38), ("reset_s_p50", "reset p50", 9),
         ("reset_s_p90", "p90", 6), ("step_s_p50", "step p50", 8), ("step_s_p90", "p90", 6),
         ("pss_mb_per_env", "PSS/env MB", 10), ("processes", "procs", 5), ("orphans", "orphans", 7),
         ("fds_leaked", "fd leak", 7), ("other_cpus", "other CPUs", 10)]  # fmt: skip
@@ -182,6 +192,7 @@ COLS = [("row", "row", 6), ("envs", "envs", 4), ("browsers", "brws", 4), ("episo
 def print_table(out: dict[str, Any]) -> None:
     print("  ".join(f"{h:>{w}}" for _, h, w in COLS))
     for r in out["rows"]:
+        r = {**r, "clocks": cell(r)}
         print("  ".join(f"{r.get(k) if r.get(k) is not None else '-'!s:>{w}}" for k, _, w in COLS))
         if "error" in r:
             print(f"    error: {r['error']}")
@@ -307,16 +318,20 @@ async def worker(spec: dict[str, Any]) -> None:
     _emit("created", browsers=len(fleet.browsers()), make_s=round(time.perf_counter() - t0, 1))
     faults = {int(k): v for k, v in spec["faults"].items()}
     plan = plan_episodes(spec["envs"], spec["per_env"], TASKS, faults=faults)
-    t1 = time.perf_counter()
+    window_start = now()
     episodes = await fleet.run(plan)
-    wall = time.perf_counter() - t1
-    await asyncio.to_thread(lambda: (_emit("measure"), sys.stdin.readline()))
+    window_end = now()
+    await asyncio.to_thread(lambda: (_emit("measure"), sys.stdin.readline()))  # the parent reads PSS meanwhile
+    paused = now() - window_end
     gate = fleet.envs[0].unwrapped.admission if fleet.envs else None
     admission = {"limit": gate.limit, "admitted": gate.admitted, "waited": gate.queued} if gate else None
     await fleet.close()
-    await asyncio.sleep(1.0)
+    settle = now()
+    await asyncio.sleep(1.0)  # the closed processes' descriptors settle before they are counted
+    paused += now() - settle
     browsers = all_browsers()  # each keeps its log file open until exit (as the page server does: + 1)
-    _emit("result", episodes=[e.to_dict() for e in episodes], injected=fleet.policy.injected, wall_s=wall,
+    _emit("result", episodes=[e.to_dict() for e in episodes], injected=fleet.policy.injected,
+          window_start=window_start, window_end=window_end, paused_s=paused,
           fds_before=fds_before, fds_after=open_fds(), server_logs=len(browsers) + 1,
           replaced=fleet.replaced, admission=admission, server_starts=[b.starts for b in browsers],
           reaped=sum(b.reaped for b in browsers))  # fmt: skip

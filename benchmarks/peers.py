@@ -14,10 +14,19 @@ The workload: "What is A + B?" episodes (unique A, B per episode). Each episode 
 Each framework runs in a subprocess of its own (its venv's Python), so its peak RSS (summed over its process tree,
 sampled with psutil) and the processes it spawns are measured alone.
 
-The clock is the same point for every framework: it starts at the stand-in's first model request of the run (the
-first episode's first model call; each framework's imports and set-up, and its first env or agent with that one's add
-server, come before it) and ends when the framework's run call has returned (``time.monotonic``, one clock for every
-process on Linux). Where each worker's own ``begin`` sits differs (aworld-gym: before ``stream()`` makes its probe env;
+Two clocks per row (``benchmarks/clocks.py``), each read the same way for every framework (``time.monotonic``, one
+clock for every process on Linux):
+
+* the **whole run** (``whole_s``, ``episodes_per_s_whole``): the worker subprocess from the driver's ``Popen`` (before
+  the framework's imports, its servers and envs) to the driver reaping it (its last record written, its servers
+  closed, the process gone): what a user waits for;
+* the **window** (``window_s``, also ``wall_s``; ``episodes_per_s``): from the stand-in's first model request of the
+  run (the first episode's first model call; each framework's imports and set-up, and its first env or agent with
+  that one's add server, come before it) to when the framework's run call has returned. It leaves out ``startup_s``
+  (with one stdio server per env, every server started before the first request) and ``teardown_s`` (from the run
+  call's return to the worker's exit); ``startup_s + window_s + teardown_s = whole_s``.
+
+Where each worker's own ``begin`` sits differs (aworld-gym: before ``stream()`` makes its probe env;
 AWorld: before its first ``Agent``; verifiers: before ``run_eval`` loads its taskset), which is why the clock is read at
 the stand-in; the JSON says where each row's clock starts and ends (``clock_start``, ``clock_end``) and keeps the
 worker-side wall too (``worker_wall_s``). CPU time is the subprocess tree's (``wait4``) after the worker's ``begin``.
@@ -478,6 +487,7 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
     cmd = [runner.python, str(Path(__file__).resolve()), "--worker", runner.worker, str(run_dir / "spec.json")]
     hard_timeout = deadline_s * 1.5 + 300  # the worker stops itself at the deadline; this is the backstop
     load_start = os.getloadavg()
+    from benchmarks.clocks import Clocks, missing
     from benchmarks.provenance import OtherWork
 
     other_work = OtherWork()
@@ -502,9 +512,10 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
                 _kill([psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)])
             _, status, rusage = os.wait4(proc.pid, 0)
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
+    t_exit = time.monotonic()  # the worker reaped: its last record written, its servers closed, its process gone
     proc.returncode = os.waitstatus_to_exitcode(status)
-    process_wall = time.monotonic() - t0
+    process_wall = t_exit - t0
     load_end = os.getloadavg()
     other = other_work.stop()
     sampler.stop()
@@ -521,21 +532,24 @@ def run_level(runner: Runner, stand_in: StandIn, tasks: list[dict[str, Any]], co
     done = int(result.get("episodes") or 0)
     per_ep = counts.per_episode
     first = counts.first_request_at
-    wall = result["t_end"] - first if first is not None and result.get("t_end") else None
+    # the two clocks (benchmarks/clocks.py): the whole worker process, and the window from the first model request
+    ended = result.get("t_end")
+    clocks = Clocks.from_marks(t0, first, min(ended, t_exit), t_exit) if first is not None and ended else None
+    timing = clocks.fields(done) if clocks else missing()
+    wall = timing["window_s"]
     by_key = {f"{t['a']}+{t['b']}": t["id"] for t in tasks}  # the stand-in's episode key -> task id
     in_flight = sum(1 for key, tid in by_key.items() if key in per_ep and tid not in answers)
     row: dict[str, Any] = {
         "framework": runner.name, "concurrency": concurrency, "latency_s": latency, "episodes_planned": len(tasks),
-        "episodes": done, "correct": correct, "wall_s": wall, "clock_start": CLOCK_START,
+        "episodes": done, "correct": correct, **timing, "wall_s": wall, "clock_start": CLOCK_START,
         "clock_end": result.get("clock_end"),
-        "episodes_per_s": done / wall if done and wall else 0.0,
         # cut short (deadline, memory guard, crash): the rate of the finished episodes is not the framework's rate;
         # the episodes the stand-in had seen a request for but that did not finish were in flight at the stop
         "truncated": done < len(tasks), "in_flight_at_stop": in_flight if done < len(tasks) else 0,
         "episodes_per_s_counting_in_flight": (done + in_flight) / wall if done < len(tasks) and wall else None,
         "load_start": [round(x, 2) for x in load_start], "load_end": [round(x, 2) for x in load_end],
         **other,
-        "process_wall_s": process_wall, "startup_s": first - t0 if first is not None else None,
+        "process_wall_s": process_wall,
         "worker_wall_s": result.get("worker_wall_s"), "worker_clock_begin": result.get("clock_begin"),
         "model_requests": counts.requests, "model_requests_expected": 2 * done,
         "episodes_over_2_requests": sum(1 for v in per_ep.values() if v > 2),
@@ -571,6 +585,14 @@ CLOCK_START = (
     "the stand-in's first model request of the run (the first episode's first model call: the framework's "
     "imports and set-up, its first env or agent and that one's add server, are before it)"
 )
+CLOCKS = {
+    "whole": "the worker subprocess, from the driver's Popen (before the framework's imports, servers and envs) to "
+    "the driver reaping it (its last record written, its servers closed, the process gone): whole_s, "
+    "episodes_per_s_whole; the same for every framework",
+    "window": f"from {CLOCK_START} to the worker's clock_end: window_s (= wall_s), episodes_per_s",
+    "window_leaves_out": "startup_s (the worker's start, imports, set-up and the servers started before the first "
+    "model request: with one server per env, all of them) and teardown_s (from clock_end to the worker's exit)",
+}
 
 
 def _kinds(cmdlines: Any) -> dict[str, int]:
@@ -695,13 +717,14 @@ def main() -> None:
         r["speedup"] = r["episodes_per_s"] / seq if seq and r.get("episodes_per_s") else None
     total = time.perf_counter() - t_all
     print(f"\npeers side by side: {args.latency:g} s per model request, N = {2 if args.quick else 4} x concurrency "
-          f"({platform.machine()}, {os.cpu_count()} CPUs; {total / 60:.1f} min); every clock starts at {CLOCK_START}; "
+          f"({platform.machine()}, {os.cpu_count()} CPUs; {total / 60:.1f} min); whole run: {CLOCKS['whole']}; "
+          f"window: {CLOCKS['window']}; "
           f"BUSY: other processes used over {OtherWork.BUSY_CPUS:g} CPUs during the row")  # fmt: skip
     print(render_table(rows))
     result = {"benchmark": "peers", "latency_s": args.latency, "levels": levels, "quick": args.quick,
               "budget_s": args.budget_s, "max_rss_gb": args.max_rss_gb, "command": " ".join(sys.argv), "cpus": os.cpu_count(), "total_s": total, "versions": versions(runners),
               "pool_supported": GYM_POOLED in [r.name for r in runners],
-              "clock_start": CLOCK_START, "busy_other_cpus": OtherWork.BUSY_CPUS, "rows": rows}  # fmt: skip
+              "clock_start": CLOCK_START, "clocks": CLOCKS, "busy_other_cpus": OtherWork.BUSY_CPUS, "rows": rows}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(stamp(result), indent=2) + "\n")
     print(f"wrote {args.out}")
@@ -775,7 +798,9 @@ def versions(runners: list[Runner]) -> dict[str, str]:
 def summary_line(r: dict[str, Any]) -> str:
     if r.get("error") and not r.get("episodes"):
         return f"FAILED: {r['error']}"
-    return (f"{r['episodes']}/{r['episodes_planned']} episodes, {r['episodes_per_s']:.2f} eps/s"
+    whole = r.get("episodes_per_s_whole")
+    return (f"{r['episodes']}/{r['episodes_planned']} episodes, "
+            f"{'-' if whole is None else f'{whole:.2f}'} eps/s whole run, {r['episodes_per_s']:.2f} in the window"
             f"{' (TRUNCATED)' if r.get('truncated') else ''}, correct {r['correct']}/{r['episodes']}, "
             f"{r['model_requests']} model requests, {r['server_processes']} servers, "
             f"peak RSS {r['peak_rss_mb']:.0f} MB, wall {r['process_wall_s']:.1f} s, "
@@ -793,15 +818,17 @@ def _load(r: dict[str, Any]) -> str:
 def render_table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table; a truncated row's rate and speedup say so in their cells, a busy row in its own."""
     from benchmarks.breakdown import render as render_breakdown
+    from benchmarks.clocks import CELL_HEAD, cell
 
-    head = ("| framework | C | latency s | episodes | eps/s | speedup | correct | model requests | servers | "
-            "processes seen | peak RSS MB | CPU ms/episode | load 1-min start/end, other CPUs | "
-            "C x wall, % (model · stand-in · turn · ramp · between · drain · close) | notes |")  # fmt: skip
-    out = [head, "|" + "---|" * 15]
+    head = ("| framework | C | latency s | episodes | eps/s whole run | eps/s window | speedup (window) | "
+            f"{CELL_HEAD} | correct | model requests | servers | processes seen | peak RSS MB | CPU ms/episode | "
+            "load 1-min start/end, other CPUs | "
+            "C x window, % (model · stand-in · turn · ramp · between · drain · close) | notes |")  # fmt: skip
+    out = [head, "|" + "---|" * 18]
     for r in rows:
         if r.get("error") and not r.get("episodes"):
             out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | 0 | - | - | - | - | - | - | "
-                       f"- | - | - | - | not run: {r['error']} |")  # fmt: skip
+                       f"- | - | - | - | - | - | - | not run: {r['error']} |")  # fmt: skip
             continue
         notes = []
         if r.get("reduced"):
@@ -827,15 +854,17 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             notes.append(f"{r['leftover_processes']} processes left running")
         notes += r.get("notes") or []
         rate = f"{r['episodes_per_s']:.2f}"
+        whole = f"{r['episodes_per_s_whole']:.2f}" if r.get("episodes_per_s_whole") is not None else "-"
         speed = f"{r['speedup']:.1f}" if r.get("speedup") else "-"
         if truncated:  # never a bare rate for a cut run: the finished episodes' rate, and with those in flight
             upper = r.get("episodes_per_s_counting_in_flight")
             rate += " TRUNCATED" + (f" (<= {upper:.2f} counting in-flight)" if upper else "")
+            whole += " TRUNCATED" if whole != "-" else ""
             speed += " TRUNCATED" if r.get("speedup") else ""
         cpu = f"{r['cpu_ms_per_episode']:.0f}" if r.get("cpu_ms_per_episode") else "-"
         load = _load(r) + (" BUSY" if r.get("busy") else "")
         out.append(f"| {r['framework']} | {r['concurrency']} | {r['latency_s']:g} | {r['episodes']} | "
-                   f"{rate} | {speed} | {r['correct']}/{r['episodes']} | "
+                   f"{whole} | {rate} | {speed} | {cell(r)} | {r['correct']}/{r['episodes']} | "
                    f"{r['model_requests']} ({r['model_requests_expected']}) | {r['server_processes']} | "
                    f"{r['processes_seen']} | {r['peak_rss_mb']:.0f} | {cpu} | {load} | "
                    f"{render_breakdown(r.get('breakdown'))} | {'; '.join(notes)} |")  # fmt: skip

@@ -18,7 +18,10 @@ Rows (each framework in a subprocess of its own, its venv's Python, so its proce
 Same tasks and seeds: episode ``e`` of env ``k`` (of ``n``) runs ``TASKS[(e n + k) % len(TASKS)]`` with seed ``100 k + e``.
 The page's generator seed is the one our env draws (``np_random.integers(2**31)`` after ``reset(seed)``); the
 BrowserGym task is given that page seed, and the instructions of both are compared to show it is the same instance.
-The clock starts once the envs exist, before the first reset, and stops after the last episode. PSS (psutil
+Two clocks (``benchmarks/clocks.py``): the whole run (``episodes_per_s_whole``) is the worker process from its start
+(imports, browsers, envs) to its exit (envs closed), less ``paused_s`` (the worker waiting while its memory is read);
+the window (``episodes_per_s``, as before) starts once the envs exist, before the first reset, and stops after the
+last episode: it leaves out ``startup_s`` (making the envs and their browsers) and ``teardown_s`` (closing them). PSS (psutil
 ``memory_full_info().pss``) is summed over the worker's process tree after the last episode, every env still
 holding its page. Processes are counted then, and every process seen in the tree is looked for again after the
 worker exits (orphans). Load averages are recorded at the start and end of each row. Prints a table, writes JSON.
@@ -42,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks.clocks is the standard library only: every venv's worker imports it
+from benchmarks.clocks import CELL_HEAD, Clocks, cell, now  # noqa: E402
+
 WORK = ROOT / "benchmarks/.work/peers_browser"
 VENV = WORK / "venv"
 REQUIREMENTS = ["browsergym-core==0.14.3", "browsergym-miniwob==0.14.3", "psutil"]
@@ -141,6 +147,7 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
     row["browser_procs_machine_before"] = browser_procs()
     stderr = (run_dir / "stderr.log").open("w")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = now()  # the whole run: the worker's start (imports, browsers, envs) to its exit
     proc = subprocess.Popen([python, __file__, "--worker", framework, str(run_dir / "spec.json")], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)  # fmt: skip
     seen: dict[int, float] = {}
@@ -175,6 +182,7 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
             proc.kill()
             proc.wait()
         stderr.close()
+    ended = now()
     time.sleep(2.0)
     orphans = []
     for pid, created in seen.items():
@@ -193,12 +201,14 @@ def run_row(framework: str, mode: str, python: str, spec: dict[str, Any]) -> dic
         row["error"] = f"worker exited {proc.returncode}: {' | '.join(tail)[:400]}"
         return row
     eps = [e for e in result["episodes"] if "failed" not in e]
+    clocks = Clocks.from_marks(started, result["window_start"], result["window_end"], ended,
+                               paused_in_teardown_s=result["paused_s"])  # fmt: skip
     row.update({
         "episodes": len(eps),
         "failed": len(result["episodes"]) - len(eps),
         "failures": [f"{e['task']} seed {e['seed']}: {e['failed']}" for e in result["episodes"] if "failed" in e],
-        "wall_s": round(result["wall_s"], 2),
-        "episodes_per_s": round(len(eps) / result["wall_s"], 3),
+        **clocks.fields(len(eps), digits=3),
+        "wall_s": round(clocks.window_s, 2),
         "reset_s_p50": quantile([e["reset_s"] for e in eps], 0.5),
         "reset_s_p90": quantile([e["reset_s"] for e in eps], 0.9),
         "step_s_p50": quantile([s for e in eps for s in e["steps_s"]], 0.5),
@@ -238,7 +248,8 @@ def agreement(rows: list[dict[str, Any]]) -> None:
 
 
 COLS = [("framework", "framework", 10), ("mode", "mode", 11), ("envs", "envs", 4), ("episodes", "eps", 4), ("failed", "fail", 4),
-        ("episodes_per_s", "eps/s", 6), ("reset_s_p50", "reset p50", 9), ("reset_s_p90", "p90", 6),
+        ("episodes_per_s_whole", "eps/s whole", 11), ("episodes_per_s", "eps/s window", 12),
+        ("clocks", CELL_HEAD, 38), ("reset_s_p50", "reset p50", 9), ("reset_s_p90", "p90", 6),
         ("step_s_p50", "step p50", 8), ("pss_mb_per_env", "PSS/env MB", 10), ("processes", "procs", 5),
         ("solved", "solved", 6), ("reward_agree_with_browsergym", "agree", 6), ("orphans", "orphans", 7),
         ("load_start", "load start", 10), ("load_end", "load end", 8), ("other_cpus", "other CPUs", 10)]  # fmt: skip
@@ -247,6 +258,7 @@ COLS = [("framework", "framework", 10), ("mode", "mode", 11), ("envs", "envs", 4
 def print_table(out: dict[str, Any]) -> None:
     print("  ".join(f"{h:>{w}}" for _, h, w in COLS))
     for r in out["rows"]:
+        r = {**r, "clocks": cell(r)}
         cells = []
         for key, _, w in COLS:
             v = r.get(key, "")
@@ -350,9 +362,12 @@ def _emit(event: str, **kw: Any) -> None:
     sys.stdout.flush()
 
 
-def _wait_go() -> None:
+def _wait_go() -> float:
+    """Wait while the driver reads the process tree's memory; the seconds waited (``paused_s``: in neither clock)."""
+    t = time.monotonic()
     _emit("measure")
     sys.stdin.readline()
+    return time.monotonic() - t
 
 
 def aworld_worker(spec_path: Path) -> None:
@@ -399,15 +414,15 @@ def aworld_worker(spec_path: Path) -> None:
             rec["raw_reward"] = None if raw is None else float(raw)
             return rec
 
-        t0 = time.perf_counter()
+        window_start = time.monotonic()  # the window's marks: time.monotonic, the driver's clock too
         try:
             await asyncio.gather(*(slot(k) for k in range(len(envs))))
-            wall = time.perf_counter() - t0
-            await asyncio.to_thread(_wait_go)
+            window_end = time.monotonic()
+            paused = await asyncio.to_thread(_wait_go)
         finally:
             for e in envs:
                 await e.unwrapped.aclose()
-        return {"episodes": records, "wall_s": wall}
+        return {"episodes": records, "window_start": window_start, "window_end": window_end, "paused_s": paused}
 
     result = asyncio.run(run())
     from importlib.metadata import version
@@ -571,11 +586,11 @@ def bg_worker(spec_path: Path) -> None:
         t.start()
     ready.wait()
     _emit("created")
-    t0 = time.perf_counter()
+    window_start = time.monotonic()  # the window's marks: time.monotonic, the driver's clock too
     start.set()
     finished.wait()
-    wall = time.perf_counter() - t0
-    _wait_go()
+    window_end = time.monotonic()
+    paused = _wait_go()
     release.set()
     for t in threads:
         t.join()
@@ -585,7 +600,8 @@ def bg_worker(spec_path: Path) -> None:
     from importlib.metadata import version
 
     versions = {p: version(p) for p in ("browsergym-core", "browsergym-miniwob", "playwright", "gymnasium")}
-    _emit("result", result={"episodes": records, "wall_s": wall, "versions": versions, "errors": errors})
+    _emit("result", result={"episodes": records, "window_start": window_start, "window_end": window_end,
+                            "paused_s": paused, "versions": versions, "errors": errors})  # fmt: skip
 
 
 if __name__ == "__main__":

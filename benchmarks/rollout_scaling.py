@@ -8,7 +8,12 @@ and on ``AWorld/Code-v0`` (HumanEval; every episode also runs two sandboxed Pyth
 machine it becomes CPU-bound as concurrency grows). For each engine and concurrency it reports episodes/s, the
 speedup over sequential collection (concurrency 1; 4 x concurrency episodes per level), efficiency (speedup / concurrency) and peak memory (RSS of
 this process and of its children); then it times the ``aworld-gym rollout`` command from outside, start-up
-included: 256 episodes at concurrency 64 against 4 sequential episodes. Prints tables and writes JSON.
+included: 256 episodes at concurrency 64 against 4 sequential episodes. Two clocks (``benchmarks/clocks.py``): a row's
+``episodes_per_s_whole`` is its ``collect`` call timed from outside, ``episodes_per_s`` its window (collect's own
+``wall_s``, which already holds a one-shot engine's worker processes or Ray actors starting and the envs being made:
+it leaves out only the probe env, made before it and closed after it, and the envs closing, ``outside_window_s``);
+the command's ``episodes_per_s`` is the whole command, ``episodes_per_s_window`` its run's
+window. Prints tables and writes JSON.
 
     python benchmarks/rollout_scaling.py [--latency 1.0] [--quick] [--pool K]
 """
@@ -21,10 +26,8 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from aworld_gym.rollout.collect import collect  # noqa: E402
 from aworld_gym.rollout.engines.ray_engine import RayEngine  # noqa: E402
 from aworld_gym.rollout.policies import make_policy  # noqa: E402
+from benchmarks.clocks import Clocks, cell, now, rollout_command  # noqa: E402
 from benchmarks.provenance import stamp  # noqa: E402
 from tests.helpers import http_demo_server, plan_tasks  # noqa: E402
 
@@ -48,24 +52,26 @@ def run(env_id: str, kwargs: dict, latency: float, concurrency: int, episodes: i
     """One collect call: ``engine`` is a name (built at ``concurrency``) or an engine object (a warm RayEngine)."""
     policy = functools.partial(make_policy, "reference", env_id, latency_s=latency)
     conc = concurrency if isinstance(engine, str) else None
+    t0 = now()  # the whole call: the engine's workers or actors (a one-shot engine's), the envs, closing them
     s = collect(env_id, policy, episodes=episodes, concurrency=conc, env_kwargs=kwargs, engine=engine,
                 progress=False)  # fmt: skip
+    clocks = Clocks.outside(now() - t0, s.wall_s)  # the window: collect's own wall_s
     own, kids = peak_rss_mb()
     return {"env": env_id, "engine": label or engine, "concurrency": concurrency, "episodes": s.recorded,
-            "successes": s.successes, "wall_s": s.wall_s, "episodes_per_s": s.episodes_per_s,
+            "successes": s.successes, "wall_s": s.wall_s, **clocks.fields(s.recorded),
             "peak_rss_mb": own, "peak_child_rss_mb": kids}  # fmt: skip
 
 
 def table(rows: list[dict], base: dict[tuple[str, str], float]) -> None:
-    print(f"{'env':<16} {'engine':<9} {'conc':>5} {'episodes':>8} {'ok':>5} {'eps/s':>8} {'speedup':>8} "
-          f"{'effic.':>7} {'peak RSS MB':>12}")  # fmt: skip
+    print(f"{'env':<16} {'engine':<9} {'conc':>5} {'episodes':>8} {'ok':>5} {'eps/s whole':>11} {'eps/s window':>12} "
+          f"{'speedup':>8} {'effic.':>7} {'whole s = window + outside':>28} {'peak RSS MB':>12}")  # fmt: skip
     for r in rows:
         seq = base[(r["env"], "seq")]
         r["speedup"] = r["episodes_per_s"] / seq
         r["efficiency"] = r["speedup"] / r["concurrency"]
         print(f"{r['env']:<16} {r['engine']:<9} {r['concurrency']:>5} {r['episodes']:>8} {r['successes']:>5} "
-              f"{r['episodes_per_s']:>8.2f} {r['speedup']:>8.1f} {r['efficiency']:>7.2f} "
-              f"{r['peak_rss_mb'] + r['peak_child_rss_mb']:>12.0f}")  # fmt: skip
+              f"{r['episodes_per_s_whole']:>11.2f} {r['episodes_per_s']:>12.2f} {r['speedup']:>8.1f} "
+              f"{r['efficiency']:>7.2f} {cell(r):>28} {r['peak_rss_mb'] + r['peak_child_rss_mb']:>12.0f}")  # fmt: skip
 
 
 def calc_entry(url: str, pool: int) -> dict:
@@ -78,19 +84,12 @@ def calc_entry(url: str, pool: int) -> dict:
 def whole_command(url: str, tasks_path: str, latency: float, pool: int = 0) -> dict:
     calc = calc_entry(url, pool)
     env_kwargs = json.dumps({"mcp_config": {"mcpServers": {"calc": calc}}, "tasks": tasks_path})
-    exe = str(Path(sys.executable).parent / "aworld-gym")
     out = {}
     for name, episodes, conc in (("sequential", 4, 1), ("parallel", 256, 64)):
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            p = subprocess.run([exe, "rollout", "--env", "AWorld/MCP-v0", "--policy", "reference", "--episodes",
-                                str(episodes), "--concurrency", str(conc), "--policy-latency", str(latency),
-                                "--env-kwargs", env_kwargs, "--out", f"{tmp}/t.jsonl", "--no-progress"],
-                               capture_output=True, text=True)  # fmt: skip
-            wall = time.perf_counter() - t0
-            lines = len(Path(f"{tmp}/t.jsonl").read_text().splitlines()) if p.returncode == 0 else 0
-        out[name] = {"episodes": episodes, "concurrency": conc, "wall_s": wall, "episodes_per_s": lines / wall,
-                     "recorded": lines, "returncode": p.returncode}  # fmt: skip
+        part, records = rollout_command(["--env", "AWorld/MCP-v0", "--policy", "reference", "--episodes",
+                                         str(episodes), "--concurrency", str(conc), "--policy-latency", str(latency),
+                                         "--env-kwargs", env_kwargs])  # fmt: skip
+        out[name] = {"episodes": episodes, "concurrency": conc, "recorded": len(records), **part}
     out["ratio"] = out["parallel"]["episodes_per_s"] / out["sequential"]["episodes_per_s"]
     out["target"] = 40.0
     return out
@@ -153,9 +152,10 @@ def main() -> None:
         print("Ray vs in-process (in-process eps/s / Ray eps/s): "
               + ", ".join(f"c={c}: {v:.2f}x" for c, v in ray_overhead.items()))  # fmt: skip
         cmd = whole_command(url, tasks_path, lat, args.pool)
-    print(f"whole command (from outside, start-up included): 4 sequential episodes "
-          f"{cmd['sequential']['episodes_per_s']:.2f} eps/s ({cmd['sequential']['wall_s']:.1f} s); 256 at concurrency 64 "
-          f"{cmd['parallel']['episodes_per_s']:.2f} eps/s ({cmd['parallel']['wall_s']:.1f} s): "
+    seq, par = cmd["sequential"], cmd["parallel"]
+    print(f"whole command (from outside, start-up included; the run's window in brackets): 4 sequential episodes "
+          f"{seq['episodes_per_s']:.2f} eps/s ({seq['episodes_per_s_window']:.2f}; {cell(seq)} s); 256 at "
+          f"concurrency 64 {par['episodes_per_s']:.2f} eps/s ({par['episodes_per_s_window']:.2f}; {cell(par)} s): "
           f"{cmd['ratio']:.1f}x (target >= 40x: {'met' if cmd['ratio'] >= 40 else 'NOT met'})")  # fmt: skip
     targets = {}
     for engine, conc, target in (("async", 256, 0.9), ("async", 1024, 0.8), ("process", 1024, 0.8), ("ray", 64, 0.85),

@@ -10,9 +10,13 @@ For ``print(1)`` and for numpy-using code it measures, per way of running Python
 
 the p50/p90 latency of one caller, executions/s with 1 and with 8 concurrent callers, and the CPU per execution
 (the whole machine's busy time from /proc/stat during the 8-caller run, divided by the executions: on a quiet
-machine that is the sandbox's own cost, kernel included). Then 10,000 warm executions (8 callers) with the RSS of
+machine that is the sandbox's own cost, kernel included). Executions/s from 8 callers on two clocks
+(``benchmarks/clocks.py``): ``exec_per_s_8_whole`` over the whole (starting the way: ``Sandbox()`` and its first
+execution, which starts the warm zygote, as ``startup_s``; the row's executions; closing it, ``teardown_s``: a
+sandbox a user starts for these executions alone) and ``exec_per_s_8`` over the window (the executions alone). Then 10,000 warm executions (8 callers) with the RSS of
 the host process and of the zygote before and after, and the ``aworld-gym rollout`` command on AWorld/Code-v0
-(256 episodes at concurrency 64 against 4 sequential, 1 s per turn, start-up included) warm and cold. Prints tables
+(256 episodes at concurrency 64 against 4 sequential, 1 s per turn) warm and cold, timed from outside (its
+``episodes_per_s``, start-up included, is the whole clock; ``episodes_per_s_window`` the run's own window). Prints tables
 and writes JSON.
 
     python benchmarks/sandbox.py [--quick] [--executions 10000] [--no-rollout]
@@ -40,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from aworld_gym.rollout.jobs import is_success  # noqa: E402
 from aworld_gym.sandbox.runner import Sandbox  # noqa: E402
+from benchmarks.clocks import CELL_HEAD, Clocks, cell, now  # noqa: E402
+from benchmarks.clocks import rollout_command as timed_command  # noqa: E402
 from benchmarks.provenance import stamp  # noqa: E402
 
 CODES = {"print(1)": "print(1)", "numpy": "import numpy as np\nprint(int(np.arange(1000).sum()))"}
@@ -106,7 +112,7 @@ def concurrent(run: Callable[[str, Path], None], code: str, works: list[Path], n
     for t in threads:
         t.join()
     wall, busy = time.perf_counter() - t0, busy_seconds() - busy0
-    return {"exec_per_s_8": n / wall, "cpu_ms": 1000 * busy / n, "errors": len(errors)}
+    return {"exec_per_s_8": n / wall, "window_s": wall, "cpu_ms": 1000 * busy / n, "errors": len(errors)}
 
 
 def zygote_rss_mb(sb: Sandbox) -> float:
@@ -138,19 +144,12 @@ def soak(n: int, tmp: Path) -> dict:
 
 
 def rollout_command(warm: str, latency_s: float) -> dict:
-    exe = str(Path(sys.executable).parent / "aworld-gym")
     out = {}
     for name, episodes, conc in (("sequential", 4, 1), ("parallel", 256, 64)):
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            p = subprocess.run([exe, "rollout", "--env", "AWorld/Code-v0", "--policy", "reference", "--episodes",
-                                str(episodes), "--concurrency", str(conc), "--policy-latency", str(latency_s),
-                                "--env-kwargs", json.dumps({"warm": warm}), "--out", f"{tmp}/t.jsonl",
-                                "--no-progress"], capture_output=True, text=True, check=False)  # fmt: skip
-            wall = time.perf_counter() - t0
-            rows = [json.loads(x) for x in Path(f"{tmp}/t.jsonl").read_text().splitlines()] if p.returncode == 0 else []
-        out[name] = {"episodes": len(rows), "successes": sum(1 for r in rows if is_success(r)), "wall_s": wall,
-                     "episodes_per_s": len(rows) / wall, "returncode": p.returncode}  # fmt: skip
+        part, rows = timed_command(["--env", "AWorld/Code-v0", "--policy", "reference", "--episodes", str(episodes),
+                                    "--concurrency", str(conc), "--policy-latency", str(latency_s),
+                                    "--env-kwargs", json.dumps({"warm": warm})])  # fmt: skip
+        out[name] = {"episodes": len(rows), "successes": sum(1 for r in rows if is_success(r)), **part}
     out["speedup"] = out["parallel"]["episodes_per_s"] / max(out["sequential"]["episodes_per_s"], 1e-9)
     return out
 
@@ -188,38 +187,51 @@ def main() -> None:
         for w in works:
             w.mkdir()
         for way, make in ways.items():
-            run, close = make()
+            opened = now()  # the way's start-up, charged to each of its rows: made, and a first execution (warm:
+            run, close = make()  # the zygote starts on first use)
+            run("print(1)", works[0])
+            opened = now() - opened
+            mine = []
             try:
                 for label, code in CODES.items():
                     n = n_conc if way == "warm" else max(16, n_conc // 4)  # the slow ways get fewer executions
                     row = {
                         "way": way,
                         "code": label,
+                        "executions": n,
                         **latency(run, code, works[0], n_lat),
                         **concurrent(run, code, works, n),
                     }
                     rows.append(row)
+                    mine.append(row)
                     print(f"  {way:<16} {label:<9} p50 {row['p50_ms']:7.1f} ms  {row['exec_per_s_8']:7.1f} exec/s (8)",
                           flush=True)  # fmt: skip
             finally:
+                closed = now()
                 close()
+                closed = now() - closed
+            for row in mine:  # whole: start the sandbox, run the row's executions from 8 callers, close it
+                row.update(Clocks.from_parts(opened, row["window_s"], closed).fields(row["executions"], "exec_per_s_8"))
         soaked = soak(soak_n, tmp)
     rollout = {} if args.no_rollout else {w: rollout_command(w, args.latency) for w in ("on", "off")}
 
     print(f"\nsandbox executions ({platform.machine()}, {os.cpu_count()} CPUs)")
-    print(f"{'way':<16} {'code':<9} {'p50 ms':>8} {'p90 ms':>8} {'exec/s 1':>9} {'exec/s 8':>9} {'CPU ms/exec':>12}")
+    print(f"{'way':<16} {'code':<9} {'p50 ms':>8} {'p90 ms':>8} {'exec/s 1':>9} {'exec/s 8 whole':>15} "
+          f"{'exec/s 8 window':>16} {CELL_HEAD:>38} {'CPU ms/exec':>12}")  # fmt: skip
     for r in rows:
         print(f"{r['way']:<16} {r['code']:<9} {r['p50_ms']:>8.1f} {r['p90_ms']:>8.1f} {r['exec_per_s_1']:>9.1f} "
-              f"{r['exec_per_s_8']:>9.1f} {r['cpu_ms']:>12.1f}" + (f"  ({r['errors']} errors)" if r["errors"] else ""))  # fmt: skip
+              f"{r['exec_per_s_8_whole']:>15.1f} {r['exec_per_s_8']:>16.1f} {cell(r):>38} {r['cpu_ms']:>12.1f}"
+              + (f"  ({r['errors']} errors)" if r["errors"] else ""))  # fmt: skip
     print(f"\nwarm soak: {soaked['executions']} executions at {soaked['exec_per_s_8']:.1f}/s, "
           f"host RSS {soaked['before']['host_mb']:.0f} -> {soaked['after']['host_mb']:.0f} MB, zygote RSS "
           f"{soaked['before']['zygote_mb']:.0f} -> {soaked['after']['zygote_mb']:.0f} MB, growth "
           f"{soaked['growth_mb']:+.1f} MB, {soaked['errors']} errors")  # fmt: skip
     for w, r in rollout.items():
-        print(f"Code-v0 rollout command, warm={w}: 4 sequential {r['sequential']['episodes_per_s']:.2f} eps/s "
-              f"({r['sequential']['wall_s']:.1f} s); 256 at concurrency 64 {r['parallel']['episodes_per_s']:.2f} "
-              f"eps/s ({r['parallel']['wall_s']:.1f} s, {r['parallel']['successes']}/{r['parallel']['episodes']} "
-              f"solved): {r['speedup']:.1f}x")  # fmt: skip
+        seq, par = r["sequential"], r["parallel"]
+        print(f"Code-v0 rollout command, warm={w} (whole command; window in brackets): 4 sequential "
+              f"{seq['episodes_per_s']:.2f} eps/s ({seq['episodes_per_s_window']:.2f}; {cell(seq)} s); "
+              f"256 at concurrency 64 {par['episodes_per_s']:.2f} eps/s ({par['episodes_per_s_window']:.2f}; "
+              f"{cell(par)} s, {par['successes']}/{par['episodes']} solved): {r['speedup']:.1f}x")  # fmt: skip
     warm_row = {r["code"]: r for r in rows if r["way"] == "warm"}
     measured = {"warm_exec_per_s_8": warm_row["print(1)"]["exec_per_s_8"],
                 "warm_p50_ms_print": warm_row["print(1)"]["p50_ms"], "warm_p50_ms_numpy": warm_row["numpy"]["p50_ms"],
