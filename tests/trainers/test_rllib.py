@@ -139,6 +139,7 @@ def test_rllib_ppo_learns_the_tool_choice_on_held_out_tasks(ray_local, seed):
     The three runs start from the same module (asserted), so they share the "before" episodes."""
     out = experiment(seeds=[seed])
     (row,) = out["seeds"]
+    assert out["split"] == "test"
     assert row["trained"]["passed"], row["trained"]
     assert not row["shuffled"]["passed"], row["shuffled"]
     assert not row["lr0"]["passed"], row["lr0"]
