@@ -144,7 +144,7 @@ figures: setup
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/peers.py --frameworks aworld-gym --levels 1,64,16@0 --no-install --out benchmarks/results/peers_ours.json
 	$(PY) benchmarks/soak.py
-	$(PY) examples/train_grpo_trl.py --control --plot docs/grpo_tool_choice.png --json benchmarks/results/grpo_tool_choice.json
+	$(PY) examples/train_grpo_trl.py --evidence --plot docs/grpo_tool_choice.png --json benchmarks/results/grpo_tool_choice.json
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) $(SWIFT_VENV) $(STAMPS) node_modules
