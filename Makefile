@@ -129,7 +129,8 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/step_overhead.py
 
-# `make figures`: re-runs, one after another, every benchmark a README headline row cites (tests/test_figures.py),
+# `make figures`: re-runs, one after another, every benchmark a README headline row cites (tests/test_figures.py)
+# and those the docs quote (prompt size, report),
 # with the arguments that wrote its committed JSON, so all of them come from the current commit (each JSON's
 # provenance records it, and whether aworld_gym/ and benchmarks/ were clean). Hours on a 2-core machine; run it on
 # a quiet one, then update README's rows from the new JSONs (tests/test_figures.py checks them).
@@ -141,6 +142,8 @@ figures: setup
 	$(PY) benchmarks/step_overhead.py
 	$(PY) benchmarks/sandbox.py
 	$(PY) benchmarks/peers_browser.py
+	$(PY) benchmarks/prompt_size.py
+	$(PY) benchmarks/report.py
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/peers.py --frameworks aworld-gym --levels 1,64,16@0 --no-install --out benchmarks/results/peers_ours.json
 	$(PY) benchmarks/soak.py

@@ -19,6 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import stamp  # noqa: E402 - its clocks start at the benchmark's start
+
 PEERS_JSON = ROOT / "benchmarks/results/peers_browser.json"
 BROWSERGYM_PYTHON = ROOT / "benchmarks/.work/peers_browser/venv/bin/python"
 
@@ -71,7 +73,7 @@ def main() -> None:
         tokens = "" if bg["tokens"] is None else f", {bg['tokens']} tokens"
         print(f"BrowserGym's action-set description ({bg.get('call')}): {bg['chars']} chars{tokens} ({bg['source']})")
     out = ROOT / "benchmarks/results/prompt_size.json"
-    out.write_text(json.dumps({"rows": rows, "browsergym_action_set": bg}, indent=2) + "\n")
+    out.write_text(json.dumps(stamp({"rows": rows, "browsergym_action_set": bg}), indent=2) + "\n")
     print(f"wrote {out}")
 
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aworld_gym.rollout.collect import collect  # noqa: E402
+from benchmarks.provenance import stamp  # noqa: E402
 from tests.report.test_report_browser import SometimesWrong  # noqa: E402
 from tests.report_page import Page  # noqa: E402
 
@@ -88,7 +89,7 @@ def main() -> None:
               f"{r['html_s']:>7.2f} {r['html_mb']:>8.1f} {r['open_ready_s']:>14.2f} {r['open_load_s']:>7.2f}")  # fmt: skip
         print(f"{'':>8} {r['embedded']}; list: {r['list']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps(stamp({"rows": rows}), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
