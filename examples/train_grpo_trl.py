@@ -195,7 +195,7 @@ def plot(out: dict, path: str, batch: int = 32) -> None:
             )
             ax.plot(range(1, len(rewards) + 1), smooth, style, lw=1.5, label=label)
     ax.set_xlabel("GRPO step")
-    ax.set_ylabel(f"env reward (moving mean of 5 steps, {batch} rollouts each)")
+    ax.set_ylabel(f"train reward ({batch} rollouts, 5-step mean)", fontsize=8)
     ax.set_title(f"Tiny Qwen3, GRPO on the tool-choice MCP env (CPU); {out.get('split', '')} split success")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=6, loc="upper left", ncol=2)

@@ -65,7 +65,7 @@ def expected() -> dict[str, list[str]]:
     ours_default, ours_pool = ours[(GYM_DEFAULT, 64, 1.0)], ours[(GYM_POOLED, 64, 1.0)]
     soak = load("soak.json")
     grpo = load("grpo_tool_choice.json")
-    control = grpo["control"]
+    seeds = grpo["seeds"]
     ray = load("ray_pool.json")
     warm, loss = ray["warm_pool"], ray["node_loss"]["check"]
     scale = {(r["row"], r["envs"]): r for r in load("browser_scale.json")["rows"]}
@@ -104,8 +104,11 @@ def expected() -> dict[str, list[str]]:
                             f"{rate(ours_default):.1f} by default"],
         "soak.json": [f"{soak['episodes'] + sum(soak[k]['episodes'] for k in ('code', 'gaia', 'mixed')):,} episodes"],
         "grpo_tool_choice.json": [
-            f"{grpo['held_out_before']}/{grpo['episodes']} -> {grpo['held_out_after']}/{grpo['episodes']}",
-            f"p = {grpo['p']:.1g}", f"control {control['held_out_before']} -> {control['held_out_after']}"],
+            f"{grpo['split']} split", f"seeds {', '.join(str(r['seed']) for r in seeds)}",
+            f"{grpo['before']}/{grpo['episodes']} -> {', '.join(str(r['trained']['after']) for r in seeds)} solved",
+            f"p <= {max(r['trained']['p'] for r in seeds):.1g}",
+            f"shuffled rewards: {', '.join(str(r['shuffled']['after']) for r in seeds)}",
+            f"learning rate 0: {', '.join(str(r['lr0']['after']) for r in seeds)}"],
     }  # fmt: skip
 
 
@@ -126,8 +129,15 @@ def test_soak_grpo_and_node_loss_claims_hold_in_their_json():
         assert part["records"] == part["episodes"], f"soak.json's {name} part: {part['records']} of {part['episodes']}"
         for key in ("lost", "doubled", "orphans"):
             assert part[key] == [], f"soak.json's {name} part: {key} {part[key][:5]}"
-    grpo = load("grpo_tool_choice.json")
-    assert grpo["passed"] and grpo["p"] <= 0.01 and not grpo["control"]["passed"]
+    # the frozen experiments (aworld_gym/fixtures/learning.py, rllib_learning.py): on the test split, every seed of
+    # the recipe learned by the criterion and neither control did, on the pinned kernels
+    for name in ("grpo_tool_choice.json", "rllib_tool_choice.json"):  # TRL's GRPO and RLlib's PPO, as docs say
+        run = load(name)
+        assert run["passed"] and run["split"] == "test" and run["kernels"]["torch_cpu_capability"] == "AVX2", name
+        assert [r["seed"] for r in run["seeds"]] == list(run["recipe"]["seeds"]), name
+        for r in run["seeds"]:
+            assert r["trained"]["passed"] and r["trained"]["p"] <= run["recipe"]["alpha"], (name, r["seed"])
+            assert not r["shuffled"]["passed"] and not r["lr0"]["passed"], (name, r["seed"])
     loss = load("ray_pool.json")["node_loss"]["check"]
     assert loss["exactly_once"] and not loss["duplicates_dropped"] and not loss["gave_up"]
     assert loss["records"] == loss["distinct_jobs"] and not loss["lost_node_processes_left"]
@@ -225,3 +235,23 @@ def test_whole_run_formats_a_row():
            "episodes_per_s_whole": 256 / 44.2, "episodes_per_s": 256 / 11.9}  # fmt: skip
     assert whole_run(row) == "5.79 (whole run 44.2 s: 32.0 s start-up + 11.9 s window + 0.3 s teardown)"
     assert rate(row) == row["episodes_per_s" + CLOCK] and rate(row, clock="_whole") == 256 / 44.2
+
+
+PROVENANCE = ("git", "code_dirty", "cpu_model", "cpu_flags", "cores", "load_avg_start", "load_avg_end", "steal_s")
+
+
+def headline_provenance() -> dict[str, dict]:
+    """The provenance of each JSON a README headline row names (an empty dict where it has none)."""
+    return {name: load(name).get("provenance") or {} for name in headline_rows()}
+
+
+@pytest.mark.xfail(strict=True, reason="the headline JSONs are from 8 commits until `make figures` re-runs them at one "
+                   "(issue 47, item 3); strict: once they are, this marker must go")  # fmt: skip
+def test_every_headline_json_is_from_one_commit_with_full_provenance():
+    """README's headline rows come from JSONs written at one commit, on code with no changes (``code_dirty`` false),
+    each saying its CPU model and flags, cores, load before and after and steal time (benchmarks/provenance.py)."""
+    prov = headline_provenance()
+    missing = {name: [k for k in PROVENANCE if p.get(k) is None] for name, p in prov.items()}
+    assert not {n: m for n, m in missing.items() if m}, missing
+    assert len({p["git"] for p in prov.values()}) == 1, {n: p["git"] for n, p in prov.items()}
+    assert not any(p["code_dirty"] for p in prov.values()), {n: p["code_dirty"] for n, p in prov.items()}
