@@ -47,6 +47,13 @@ def test_steal_is_the_eighth_column_of_the_cpu_line(tmp_path: Path):
     assert provenance._steal_ticks(str(tmp_path / "missing")) is None
 
 
+@pytest.fixture(autouse=True)
+def _start_again_after():
+    """Set up before a test's monkeypatch, so torn down after it: the run's start is this checkout's again."""
+    yield
+    provenance.begin()
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
                    capture_output=True)  # fmt: skip
