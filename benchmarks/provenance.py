@@ -1,4 +1,6 @@
-"""What every benchmark JSON says about where its numbers come from: the commit; whether the tree had changes
+"""What every benchmark JSON says about where its numbers come from: the commit when the run started (``git``; a
+commit made while it ran shows as ``git_end``, and ``code_changed_during_run`` says whether the code under
+``aworld_gym/`` or ``benchmarks/`` changed between the start and the end, committed or not); whether the tree had changes
 (``dirty``: any tracked file, docs included) and whether the code did (``code_dirty``: any change, untracked files
 included, under ``aworld_gym/`` or ``benchmarks/`` outside ``benchmarks/results/``, so neither a docs edit nor the
 JSONs a figures run rewrites count); when; the machine: CPU model, the CPU flags that pick torch's kernels
@@ -80,8 +82,40 @@ def _changed(*args: str) -> bool | None:
     return None if out is None else bool(out)
 
 
+def _code_state() -> dict[str, Any]:
+    """The commit, the tree's and the code's changes, and a digest of the code's uncommitted state."""
+    diff = _git("diff", "HEAD", "--", *CODE)
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", *CODE)
+    return {"git": _git("rev-parse", "--short", "HEAD") or "", "dirty": _changed("--untracked-files=no"),
+            "code_dirty": _changed("--", *CODE), "code": None if diff is None else (diff, untracked)}  # fmt: skip
+
+
+def begin() -> None:
+    """Read the code's state now: the run's start (done when this module is imported, first thing in a benchmark)."""
+    global _AT_START
+    _AT_START = _code_state()
+
+
+_AT_START: dict[str, Any] = {}
+begin()
+
+
+def _code_moved(start: dict[str, Any], end: dict[str, Any]) -> bool | None:
+    """Whether the code differs between the run's start and its end (another commit touching it, or other
+    uncommitted changes); None without git."""
+    if start["code"] is None or end["code"] is None:
+        return None
+    if start["git"] != end["git"]:
+        same = subprocess.run(["git", "diff", "--quiet", start["git"], end["git"], "--", *CODE], cwd=ROOT,
+                              capture_output=True).returncode == 0  # fmt: skip
+        if not same:
+            return True
+    return start["code"] != end["code"]
+
+
 def stamp(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with a ``provenance`` entry (see the module's docstring)."""
+    start, now = _AT_START, _code_state()
     end = os.getloadavg()
     wall = time.monotonic() - _T0
     steal = _steal_ticks()
@@ -90,9 +124,12 @@ def stamp(result: dict[str, Any]) -> dict[str, Any]:
     model, flags = cpu_info()
     other = _RUN.stop()
     result["provenance"] = {
-        "git": _git("rev-parse", "--short", "HEAD") or "",
-        "dirty": _changed("--untracked-files=no"),  # any tracked change, docs included
-        "code_dirty": _changed("--", *CODE),  # aworld_gym/, benchmarks/ (not results/), untracked files included
+        "git": start["git"],  # the commit the run started on
+        **({"git_end": now["git"]} if now["git"] != start["git"] else {}),
+        "code_changed_during_run": _code_moved(start, now),
+        "dirty": None if start["dirty"] is None else bool(start["dirty"] or now["dirty"]),  # any tracked change
+        # aworld_gym/, benchmarks/ (not results/), untracked files included, at the start or the end
+        "code_dirty": None if start["code_dirty"] is None else bool(start["code_dirty"] or now["code_dirty"]),
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {cores} cpus",
         "cpu_model": model,

@@ -47,6 +47,13 @@ def test_steal_is_the_eighth_column_of_the_cpu_line(tmp_path: Path):
     assert provenance._steal_ticks(str(tmp_path / "missing")) is None
 
 
+@pytest.fixture(autouse=True)
+def _start_again_after():
+    """Set up before a test's monkeypatch, so torn down after it: the run's start is this checkout's again."""
+    yield
+    provenance.begin()
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
                    capture_output=True)  # fmt: skip
@@ -61,6 +68,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _git(tmp_path, "add", ".")
     _git(tmp_path, "commit", "-q", "-m", "init")
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    provenance.begin()  # the run starts now, in this repository
     return tmp_path
 
 
@@ -93,5 +101,25 @@ def test_a_code_change_makes_the_code_dirty(repo: Path, path: str):
 
 def test_without_git_the_fields_are_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(provenance, "ROOT", tmp_path)  # not a repository: git fails
+    provenance.begin()
     prov = provenance.stamp({})["provenance"]
-    assert (prov["git"], prov["dirty"], prov["code_dirty"]) == ("", None, None)
+    assert (prov["git"], prov["dirty"], prov["code_dirty"], prov["code_changed_during_run"]) == ("", None, None, None)
+
+
+def test_a_commit_during_the_run_is_named_and_a_code_change_flagged(repo: Path):
+    start = provenance._git("rev-parse", "--short", "HEAD")
+    (repo / "docs/index.md").write_text("edited\n")
+    _git(repo, "commit", "-qam", "docs")
+    prov = provenance.stamp({})["provenance"]  # a docs commit: the code that ran is the start's
+    assert (prov["git"], prov["code_changed_during_run"], prov["code_dirty"]) == (start, False, False)
+    assert prov["git_end"] != start
+    (repo / "aworld_gym/env.py").write_text("changed\n")
+    _git(repo, "commit", "-qam", "code")
+    prov = provenance.stamp({})["provenance"]
+    assert prov["git"] == start and prov["code_changed_during_run"] and not prov["code_dirty"]
+
+
+def test_an_uncommitted_code_change_during_the_run_is_flagged(repo: Path):
+    (repo / "benchmarks/peers.py").write_text("changed\n")
+    prov = provenance.stamp({})["provenance"]
+    assert prov["code_changed_during_run"] and prov["code_dirty"] and "git_end" not in prov
