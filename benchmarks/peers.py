@@ -370,7 +370,8 @@ class StandIn:
             call = json.dumps({"name": "add", "arguments": args})
             return {"role": "assistant", "content": f"<tool_call>\n{call}\n</tool_call>"}
         names = [t.get("function", {}).get("name", "") for t in tools]
-        name = next((n for n in names if n == "add"), None) or next((n for n in names if n.endswith("add")), names[0])
+        adds = [n for n in names if n == "add" or n.endswith("__add")]  # several add servers: one per episode, by a
+        name = adds[a % len(adds)] if adds else next((n for n in names if n.endswith("add")), names[0])
         call_id = f"call_{a}_{b}_{time.monotonic_ns() % 10**9}"
         return {"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}  # fmt: skip
