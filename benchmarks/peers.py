@@ -83,6 +83,8 @@ import platform
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -217,14 +219,27 @@ class Counts:
     tool_results_bad: list[str] = field(default_factory=list)
     paths: dict[str, int] = field(default_factory=dict)
     first_request_at: float | None = None  # time.monotonic() of the run's first request: where every clock starts
+    in_flight: int = 0  # requests arrived and not answered yet
+    peak_in_flight: int = 0
+    injected: dict[str, int] = field(default_factory=dict)  # faults answered instead of a reply, by kind
     timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # episode -> (arrived, replied)
 
 
 class StandIn:
-    """An OpenAI-compatible ``/v1/chat/completions`` stand-in on 127.0.0.1, run on its own thread and event loop."""
+    """An OpenAI-compatible ``/v1/chat/completions`` stand-in on 127.0.0.1, run on its own thread and event loop.
 
-    def __init__(self, latency_s: float = 1.0) -> None:
+    It counts the requests in flight (``counts.in_flight``, ``counts.peak_in_flight``). ``faults`` maps a kind to the
+    share of requests answered with it at once instead of a reply (seeded): ``"429"`` (rate limited) or ``"reset"``
+    (the connection reset, nothing answered); counted in ``counts.injected``. ``backlog``: the listening socket's.
+    """
+
+    def __init__(self, latency_s: float = 1.0, faults: dict[str, float] | None = None, backlog: int = 1024) -> None:
+        import random
+
         self.latency_s = latency_s
+        self.faults = dict(faults or {})
+        self.backlog = backlog
+        self._rng = random.Random(0)
         self.counts = Counts()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -265,7 +280,7 @@ class StandIn:
         app.router.add_get("/models", self._models)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=self.backlog)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._ready.set()
@@ -278,15 +293,40 @@ class StandIn:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "peers"}]})
 
     async def _chat(self, request: Any) -> Any:
+        c = self.counts
+        c.in_flight += 1
+        c.peak_in_flight = max(c.peak_in_flight, c.in_flight)
+        try:
+            return await self._answer(request, c)
+        finally:
+            c.in_flight -= 1
+
+    def _fault(self) -> str | None:
+        draw = self._rng.random()
+        for kind, share in self.faults.items():
+            if draw < share:
+                return kind
+            draw -= share
+        return None
+
+    async def _answer(self, request: Any, c: Counts) -> Any:
         from aiohttp import web
 
         arrived = time.monotonic()
         body = await request.json()
-        c = self.counts
         if c.first_request_at is None:
             c.first_request_at = arrived
         c.requests += 1
         c.paths[request.path] = c.paths.get(request.path, 0) + 1
+        fault = self._fault()
+        if fault is not None:
+            c.injected[fault] = c.injected.get(fault, 0) + 1
+            if fault == "429":
+                return web.json_response({"error": {"message": "rate limited (injected)"}}, status=429)
+            sock = request.transport.get_extra_info("socket")  # reset: RST at once, nothing answered
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            request.transport.abort()
+            raise asyncio.CancelledError  # aiohttp's way out of a handler whose connection is gone
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         messages = body.get("messages") or []
@@ -330,7 +370,8 @@ class StandIn:
             call = json.dumps({"name": "add", "arguments": args})
             return {"role": "assistant", "content": f"<tool_call>\n{call}\n</tool_call>"}
         names = [t.get("function", {}).get("name", "") for t in tools]
-        name = next((n for n in names if n == "add"), None) or next((n for n in names if n.endswith("add")), names[0])
+        adds = [n for n in names if n == "add" or n.endswith("__add")]  # several add servers: one per episode, by a
+        name = adds[a % len(adds)] if adds else next((n for n in names if n.endswith("add")), names[0])
         call_id = f"call_{a}_{b}_{time.monotonic_ns() % 10**9}"
         return {"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}  # fmt: skip

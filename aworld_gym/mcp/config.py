@@ -33,6 +33,7 @@ _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", 
           "http": "streamable-http", "streamableHttp": "streamable-http", "inprocess": "inprocess"}  # fmt: skip
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
                "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
+               "max_connections",
                "tool_prefix", "allow_tools", "elicitation", "sampling", "roots", "auth"}  # fmt: skip
 
 
@@ -58,6 +59,10 @@ class ServerSpec:
             least-loaded one, and they start lazily and stop with the last hub. ``None`` (the default): every hub
             starts its own process, which stateful servers need. Only for servers that keep no per-client state
             (or tell envs apart by the per-call ``_meta``).
+        max_connections: (ours, HTTP servers) the HTTP client's connections to the server, and idle ones
+            kept alive (``None``, the default: no cap, a connection per call in flight, each one open file while
+            open; httpx's own default, 100, capped a shared session's calls in flight silently). A number caps the
+            calls in flight per session at it; more envs than that sharing one session is said once.
         tool_prefix: (ours) every tool of this server is exposed as ``<prefix>__<tool>`` (e.g. a remote gateway's
             tools beside the env's own, which keep their names).
         allow_tools: (ours) glob patterns of this server's own tool names that are exposed (``None``: all).
@@ -80,6 +85,7 @@ class ServerSpec:
     share_session: bool = False
     pool: int | None = None
     socket: str | None = None
+    max_connections: int | None = None
     tool_prefix: str | None = None
     allow_tools: tuple[str, ...] | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold an API key: no repr
@@ -216,6 +222,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "reset_tool": entry.get("reset_tool"),
         "share_session": bool(entry.get("share_session", False)),
         "pool": _pool(name, kind, entry),
+        "max_connections": _connections(name, kind, entry),
         "tool_prefix": _prefix(name, entry.get("tool_prefix")),
         "allow_tools": _patterns(name, entry.get("allow_tools")),
         "capabilities": {k: entry[k] for k in ("elicitation", "sampling", "roots") if k in entry},
@@ -268,6 +275,19 @@ def _auth(name: str, kind: str, entry: Mapping[str, Any], headers: Mapping[str, 
     from aworld_gym.mcp.auth import parse_auth
 
     return parse_auth(name, kind, value)
+
+
+def _connections(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:
+    """The ``max_connections`` of an HTTP server entry, checked; ``None`` when absent (no cap)."""
+    value = entry.get("max_connections")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"mcpServers[{name!r}]: 'max_connections' must be an integer >= 1 (the most connections "
+                          f"to this server at once, per session), got {value!r}")  # fmt: skip
+    if kind not in ("sse", "streamable-http"):
+        raise ConfigError(f"mcpServers[{name!r}]: 'max_connections' is for HTTP servers (this one is {kind})")
+    return value
 
 
 def _pool(name: str, kind: str, entry: Mapping[str, Any]) -> int | None:

@@ -69,7 +69,7 @@ class Connection:
             return bounded_stdio_client(params, errlog=self._stderr.file, drops=self.reply_drops,
                                         write_timeout=write_timeout, writes=self.writes), []  # fmt: skip
         import httpx2
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
         from aworld_gym.mcp.auth.connect import connection_auth
 
@@ -80,8 +80,14 @@ class Connection:
 
         auth = connection_auth(spec, auth_failed)  # OAuth (None without "auth"): one provider per loop and identity
 
+        # the connections the client may open, and keep alive when idle: httpx's default (100) would cap a shared
+        # session's calls in flight silently; by default none (a connection per call in flight), else the entry's
+        limits = httpx2.Limits(max_connections=spec.max_connections, max_keepalive_connections=spec.max_connections)
+
         def http_client(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
-            http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+            # the SDK's create_mcp_http_client (its timeouts, no redirects followed) with our limits
+            timeout = timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+            http = httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, limits=limits)
             http.event_hooks.setdefault("response", []).append(self._note_refusal)
             return http
 
@@ -103,7 +109,7 @@ class Connection:
             from aworld_gym.mcp.transports.http import quiet_cancelled_reads
 
             quiet_cancelled_reads(asyncio.get_running_loop())  # anyio's benign race on a cancelled read: no traceback
-            http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=spec.socket),
+            http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=spec.socket, limits=limits),
                                       headers=dict(spec.headers) or None, timeout=timeout)  # fmt: skip
             http.event_hooks.setdefault("response", []).append(self._note_refusal)
         else:

@@ -14,6 +14,7 @@ import asyncio
 import weakref
 from typing import Any
 
+from aworld_gym.base.capacity import warn_capacity
 from aworld_gym.mcp.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 from aworld_gym.mcp.capabilities import Capabilities
 from aworld_gym.mcp.config import ServerSpec
@@ -63,7 +64,7 @@ class ConnectionPool:
         answer its requests alike."""
         return (spec.name, spec.type, spec.url, tuple(sorted(spec.headers.items())), spec.command, spec.args,
                 tuple(sorted(spec.env.items())), spec.cwd, spec.timeout, spec.sse_read_timeout, spec.reset_tool,
-                spec.pool, (caps or DEFAULT_CAPABILITIES).key())  # fmt: skip
+                spec.pool, spec.max_connections, (caps or DEFAULT_CAPABILITIES).key())  # fmt: skip
 
     def members(
         self, spec: ServerSpec, loop: asyncio.AbstractEventLoop | None = None, caps: Capabilities | None = None
@@ -85,6 +86,10 @@ class ConnectionPool:
             member = _Member(conn, loop.create_task(conn.start(), name=f"mcp-start-{spec.name}"))
             members.append(member)
         member.refs += 1
+        if spec.max_connections is not None and member.refs == spec.max_connections + 1:
+            warn_capacity(f"more envs share one session of the MCP server {spec.name!r} than its max_connections="
+                          f"{spec.max_connections}: at most {spec.max_connections} of their tool calls are in flight "
+                          f"at once (raise max_connections in its mcpServers entry, or remove it: no cap)")  # fmt: skip
         try:
             await asyncio.shield(member.starting)
         except BaseException:

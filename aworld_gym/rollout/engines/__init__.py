@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from aworld_gym.base.capacity import ensure_descriptors, warn_capacity
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
@@ -106,6 +107,7 @@ class AsyncEngine:
         queue = deque(work.jobs)
         results: asyncio.Queue[tuple[Job, Any]] = asyncio.Queue(maxsize=self.concurrency)
         n = min(self.concurrency, len(work.jobs))
+        ensure_descriptors(n)  # this process holds every episode: its soft limit raised, its hard limit checked
         pool = EnvPool(work.make, max_idle=n)
         policies: list[Policy] = []
 
@@ -113,6 +115,7 @@ class AsyncEngine:
             try:
                 policy = work.policy()
                 policies.append(policy)
+                check_shared(policy, sum(p is policy for p in policies), n)
             except Exception as exc:  # noqa: BLE001 - e.g. the policy factory failed: the run must say so, not wait
                 await results.put((None, exc))  # type: ignore[arg-type]
                 return
@@ -140,6 +143,16 @@ class AsyncEngine:
                     work.unyielded.append((job, traj))
             await asyncio.shield(pool.aclose())
             await asyncio.shield(close_policies(policies))
+
+
+def check_shared(policy: Any, sharing: int, in_flight: int) -> None:
+    """Say once when more episodes share ``policy`` than its ``max_concurrency`` lets send requests at once (called
+    as each slot takes its policy; ``sharing`` slots have this one so far): the run would be capped silently."""
+    limit = getattr(policy, "max_concurrency", None)
+    if isinstance(limit, int) and sharing == limit + 1:
+        warn_capacity(f"{in_flight} episodes in flight share one {type(policy).__name__} with max_concurrency="
+                      f"{limit}: at most {limit} of their model requests are in flight at once (give it "
+                      f"max_concurrency={in_flight}, or a factory for one policy per slot)")  # fmt: skip
 
 
 async def close_policies(policies: list[Any]) -> None:

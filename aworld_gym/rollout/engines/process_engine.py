@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.base.capacity import ensure_descriptors
 from aworld_gym.core.registry import worker_environ
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.engines import Work, take_jobs
@@ -131,6 +132,7 @@ class ProcessEngine:
         t0 = time.perf_counter()
 
         planned = self.plan(len(work.jobs))
+        ensure_descriptors(max(planned))  # the soft limit raised here is the workers' (inherited); the hard one checked
         # the workers share the machine's slots of the env's per-process gates (the browser env's, for one)
         environ = {**os.environ, **worker_environ(work.env_id, len(planned))}
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.base.capacity import ensure_descriptors
 from aworld_gym.rollout.engines import Work
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
@@ -78,6 +79,7 @@ class EpisodeWorker:
         for key, value in (environ or {}).items():  # e.g. this actor's share of its node's browser slots
             os.environ.setdefault(key, value)
 
+        ensure_descriptors(slots)  # an actor's limits are its raylet's, not the driver's: raised and checked here
         self.slots, self.linger_s = slots, linger_s
         self.spec: Spec | None = None
         self.pool: EnvPool | None = None
@@ -197,5 +199,9 @@ class EpisodeWorker:
 
 def actor_class(ray: Any, max_concurrency: int = 64) -> Callable[..., Any]:
     """:class:`EpisodeWorker` as a Ray actor class: no CPU reserved (its episodes wait on models and tools), never
-    restarted by Ray (the engine replaces a lost actor where it sees fit and re-runs its jobs)."""
+    restarted by Ray (the engine replaces a lost actor where it sees fit and re-runs its jobs).
+
+    ``max_concurrency`` bounds the actor's method calls at once (``submit``, ``drain``, ``cancel``, ...; the driver
+    keeps one drain and a few submits per actor in flight), not its episodes: ``submit`` starts each job as a task
+    of the actor's loop and returns, so an actor's episodes in flight are its ``slots`` whatever this number is."""
     return ray.remote(num_cpus=0, max_concurrency=max_concurrency, max_restarts=0)(EpisodeWorker)  # type: ignore[no-any-return]

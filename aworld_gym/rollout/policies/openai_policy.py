@@ -12,7 +12,9 @@ Sampled token ids and logprobs are kept when the server returns them (``logprobs
 The request goes out through the SDK's documented ``client.post`` with the body as JSON and comes back as a plain
 dict (the SDK's typed request transform and response models cost more CPU than the rest of an episode), over
 aiohttp when it is installed (the SDK's own aiohttp transport; else httpx). The SDK's errors and retry rules stay.
-Measured in ``benchmarks/peers.py``: see docs/benchmarks.md.
+Measured in ``benchmarks/peers.py``: see docs/benchmarks.md. The client's connections (and the idle ones kept alive)
+are sized from ``max_concurrency``, or set by ``max_connections``: the SDK's own default allows 1,000 whatever the
+run asks for, and a run that asks for more than the client allows says so once (a ``CapacityWarning``).
 
 ``timeout_s`` bounds each attempt as a whole (connect, headers and the whole body), not each read: an endpoint that
 trickles its reply a byte at a time is cut at ``timeout_s``. The sync face runs the same async request on the
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aworld_gym.base.calls import ToolCall
+from aworld_gym.base.capacity import warn_capacity
 from aworld_gym.base.errors import ConfigError, PolicyError
 from aworld_gym.core.actions import Action, Sample
 from aworld_gym.core.prompts import render_system_prompt
@@ -73,6 +76,9 @@ class OpenAIPolicy:
         extra_body: extra request fields (vLLM: ``{"top_k": 80}``, ``{"return_tokens_as_token_ids": True}``).
         logprobs: ask for the sampled tokens' logprobs and keep them (the action's ``sample``).
         max_concurrency: requests in flight at once (per event loop).
+        max_connections: the HTTP client's connections, and idle ones kept alive (per event loop; ``None``: as
+            many as ``max_concurrency``, so every request in flight has its own). Fewer caps the requests in flight
+            at this many (said once, as a ``CapacityWarning``); each costs one open file while open.
         retries: retries of a transient failure (so ``retries + 1`` attempts).
         backoff_s: first backoff; doubles per retry, with full jitter.
         timeout_s: the most seconds one attempt may take as a whole: connect, headers and the whole body (an
@@ -94,6 +100,7 @@ class OpenAIPolicy:
         extra_body: dict[str, Any] | None = None,
         logprobs: bool = False,
         max_concurrency: int = 64,
+        max_connections: int | None = None,
         retries: int = 4,
         backoff_s: float = 1.0,
         timeout_s: float = 600.0,
@@ -117,6 +124,9 @@ class OpenAIPolicy:
             backoff_s,
             timeout_s,
         )
+        if max_concurrency < 1 or (max_connections is not None and max_connections < 1):
+            raise ConfigError("max_concurrency and max_connections must be at least 1")
+        self.max_connections = max_connections
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
         self.reached = False  # whether the endpoint ever answered: a refused connection then is a restart, retried
@@ -209,6 +219,10 @@ class OpenAIPolicy:
         if entry is not None:
             await entry[0].close()
 
+    def connections(self) -> int:
+        """The HTTP client's connections (and idle ones kept alive): ``max_connections``, else ``max_concurrency``."""
+        return self.max_connections if self.max_connections is not None else self.max_concurrency
+
     def _async_client(self, aiohttp: bool = True) -> tuple[Any, asyncio.Semaphore]:
         """This loop's client (over aiohttp when ``aiohttp`` and it is installed, else httpx) and its semaphore."""
         loop = asyncio.get_running_loop()  # keyed by the loop object: ids are reused after a loop closes
@@ -217,8 +231,13 @@ class OpenAIPolicy:
         if loop not in self._async:
             from openai import AsyncOpenAI
 
+            connections = self.connections()
+            if connections < self.max_concurrency:
+                warn_capacity(f"OpenAIPolicy(max_concurrency={self.max_concurrency}) asks for more requests in flight "
+                              f"than its HTTP client's max_connections={connections} allows: at most {connections} "
+                              f"are in flight (raise max_connections, or leave it None to follow max_concurrency)")  # fmt: skip
             client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0,
-                                 http_client=_aiohttp_client(self.timeout_s) if aiohttp else None)  # fmt: skip
+                                 http_client=_http_client(self.timeout_s, connections, aiohttp))  # fmt: skip
             self._async[loop] = (client, asyncio.Semaphore(self.max_concurrency))
         return self._async[loop]
 
@@ -285,14 +304,23 @@ class OpenAIPolicy:
         return random.uniform(0, self.backoff_s * (2**attempt))
 
 
-def _aiohttp_client(timeout_s: float) -> Any:
-    """The SDK's aiohttp transport (about half the CPU per request of its httpx one), or None: the SDK's default."""
-    try:
-        from openai import DefaultAioHttpClient
+def _http_client(timeout_s: float, connections: int, aiohttp: bool = True) -> Any:
+    """The SDK's HTTP client with ``connections`` connections, all kept alive when idle (the SDK's default limits
+    allow 1,000 and keep 100): over the SDK's aiohttp transport (about half the CPU per request of its httpx one)
+    when ``aiohttp`` and it is installed, else over httpx. aiohttp's connector takes ``max_connections`` as its
+    ``limit`` (no limit per host) and keeps every idle connection for ``keepalive_expiry``."""
+    import httpx2
+    from openai import DefaultAsyncHttpxClient
 
-        return DefaultAioHttpClient(timeout=timeout_s)  # RuntimeError without aiohttp (openai's `aiohttp` extra)
-    except (ImportError, RuntimeError):
-        return None
+    limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+    if aiohttp:
+        try:
+            from openai import DefaultAioHttpClient
+
+            return DefaultAioHttpClient(timeout=timeout_s, limits=limits)  # RuntimeError without openai[aiohttp]
+        except (ImportError, RuntimeError):
+            pass
+    return DefaultAsyncHttpxClient(timeout=timeout_s, limits=limits)
 
 
 def _transient(exc: BaseException) -> bool:
