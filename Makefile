@@ -147,6 +147,7 @@ figures: setup
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/peers.py --frameworks aworld-gym --levels 1,64,16@0 --no-install --out benchmarks/results/peers_ours.json
 	$(PY) benchmarks/soak.py
+	RAY_AUTH_MODE=disabled $(PY) examples/train_ppo_rllib.py --json benchmarks/results/rllib_tool_choice.json
 	$(PY) examples/train_grpo_trl.py --evidence --plot docs/grpo_tool_choice.png --json benchmarks/results/grpo_tool_choice.json
 
 clean:

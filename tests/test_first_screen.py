@@ -14,8 +14,12 @@ SCREEN = 60  # lines of a first screen
 
 
 def trainers() -> list[str]:
-    """The trainers of docs/training.md's table, in its order ("OpenEnv consumers (...)" is "OpenEnv")."""
-    rows = [line for line in (ROOT / "docs" / "training.md").read_text().splitlines() if line.startswith("| ")]
+    """The trainers of docs/training.md's table (its first: the page's later tables are results), in its order
+    ("OpenEnv consumers (...)" is "OpenEnv")."""
+    lines = (ROOT / "docs" / "training.md").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    rows = [line for line in lines[first:] if line.strip()]
+    rows = rows[: next((i for i, line in enumerate(rows) if not line.startswith("|")), len(rows))]
     names = [row.split("|")[1].strip() for row in rows[2:]]
     names = ["OpenEnv" if name.startswith("OpenEnv") else name for name in names]
     return list(dict.fromkeys(names))
