@@ -152,6 +152,13 @@ class _Layer(_Face):
 
 
 def _time_limit(layer: Any) -> int:
+    """A ``TimeLimit``'s limit. Read off the wrapper's ``_max_episode_steps``, the one non-public attribute of
+    Gymnasium read here: its public ``spec`` deep-copies the whole ``EnvSpec`` below it, the ``gym.make`` keywords
+    included, and keeps the copy on each wrapper, so a run's task list was copied into each of its envs (C envs of C
+    tasks: memory and time in C squared, issue 48). The spec is read only where the attribute is missing."""
+    steps = getattr(layer, "_max_episode_steps", None)
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        return steps
     spec = layer.spec
     if spec is None or spec.max_episode_steps is None:
         raise _no_face(
@@ -164,6 +171,17 @@ def _time_limit(layer: Any) -> int:
             "the async face.",
         )
     return int(spec.max_episode_steps)
+
+
+def time_limit_of(env: Any) -> int | None:
+    """The limit of the outermost ``TimeLimit`` in ``env``'s wrapper stack (``None`` without one), read as
+    :func:`_time_limit` does, never through the stack's ``spec``."""
+    layer = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, TimeLimit):
+            return _time_limit(layer)
+        layer = layer.env
+    return None
 
 
 # ----- async equivalents of Gymnasium's standard wrappers (public API only) ------------------------------------

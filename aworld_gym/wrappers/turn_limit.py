@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from aworld_gym.core.faces import AsyncWrapper, Reset, tell_turn_limit
+from aworld_gym.core.faces import AsyncWrapper, Reset, tell_turn_limit, time_limit_of
 
 
 class TurnLimit(AsyncWrapper, gym.utils.RecordConstructorArgs):
@@ -29,8 +29,7 @@ class TurnLimit(AsyncWrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env[Any, Any]) -> None:
         gym.utils.RecordConstructorArgs.__init__(self)  # gym.make(env.spec) re-makes it
         AsyncWrapper.__init__(self, env)
-        spec = env.spec
-        self.limit: int | None = None if spec is None else spec.max_episode_steps
+        self.limit: int | None = time_limit_of(env)  # not env.spec: it deep-copies the gym.make keywords
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Reset:
         tell_turn_limit(self, self.limit)

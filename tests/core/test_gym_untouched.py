@@ -187,14 +187,42 @@ class LockedGuard:
         return None
 
 
-def test_a_keyword_gymnasium_cannot_copy_still_makes_the_env_and_is_refused_on_the_async_face_only():
+def test_a_keyword_gymnasium_cannot_copy_still_makes_the_env_and_runs_it_on_both_faces():
+    """TimeLimit's public view of its limit is its spec, which Gymnasium cannot make here (the keyword does not
+    deep-copy); the async face reads the limit off the wrapper instead (issue 48: the spec copied every keyword, a
+    run's task list included, into each env), so both faces truncate at 2."""
+
+    def make():
+        return gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
+                        guard=LockedGuard(), max_episode_steps=2)  # fmt: skip
+
+    async def run_async(env):
+        await env.areset(options={"task_id": "add"})
+        try:
+            return [(await env.astep("no call"))[3] for _ in range(2)]
+        finally:
+            await env.aclose()
+
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
-                       guard=LockedGuard(), max_episode_steps=2)  # fmt: skip
-        assert env.spec is None  # TimeLimit's spec (its one public view of the limit) could not be made
+        env, other = make(), make()
+        assert env.spec is None  # TimeLimit's spec could not be made
         env.reset(options={"task_id": "add"})
         assert [env.step("no call")[3] for _ in range(2)] == [False, True]  # Gymnasium's own TimeLimit
+        face = async_face(other)
+        assert asyncio.run(run_async(face)) == [False, True]  # the async equivalent, with the same limit
+    env.close()
+
+
+def test_a_time_limit_without_its_steps_or_a_spec_is_refused_on_the_async_face_by_name():
+    """Where the wrapper's limit cannot be read at all (no ``_max_episode_steps``, no spec), the async face refuses
+    it before an episode, saying why."""
+    env = gym.make("AWorld/MCP-v0", mcp_config={"mcpServers": {"demo": build_server}}, tasks=TASKS,
+                   guard=LockedGuard(), max_episode_steps=2)  # fmt: skip
+    try:
+        assert isinstance(env, TimeLimit) and env.spec is None
+        del env._max_episode_steps  # a TimeLimit of another make, without the attribute
         with pytest.raises(AsyncFaceError, match="could not be deep-copied"):
             async_face(env)
-    env.close()
+    finally:
+        env.close()
