@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from aworld_gym.base.errors import ConfigError, TaskError
+from aworld_gym.core.task import TaskSource
 
 if TYPE_CHECKING:
     from aworld_gym.core.task import Task
@@ -73,7 +74,10 @@ def require_answers(tasks: Iterable[Task], scorer: Scorer | None, env_id: str | 
     name = next((n for n, f in _SCORERS.items() if f is scorer and f in (exact_match, contains_match)), None)
     if name is None:
         return
-    missing = next((t for t in tasks if t.answer is None), None)
+    if isinstance(tasks, TaskSource):
+        missing = tasks.first_without_answer
+    else:
+        missing = next((t for t in tasks if t.answer is None), None)
     if missing is not None:
         where = f"{env_id}: " if env_id else ""
         raise TaskError(

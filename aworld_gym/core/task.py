@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -115,6 +116,12 @@ class TaskSource:
     @property
     def ids(self) -> list[str]:
         return [t.id for t in self._tasks]
+
+    @functools.cached_property
+    def first_without_answer(self) -> Task | None:
+        """The first task that has no answer (``None`` when every one has); looked for once: a source never changes,
+        and the thousands of envs of a run that share it check it at each one's start."""
+        return next((t for t in self._tasks if t.answer is None), None)
 
 
 def load_tasks(spec: TaskSpec) -> TaskSource:

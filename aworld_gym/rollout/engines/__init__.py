@@ -110,12 +110,14 @@ class AsyncEngine:
         ensure_descriptors(n)  # this process holds every episode: its soft limit raised, its hard limit checked
         pool = EnvPool(work.make, max_idle=n)
         policies: list[Policy] = []
+        sharing: dict[int, int] = {}  # id of a policy -> the slots that have it
 
         async def worker() -> None:
             try:
                 policy = work.policy()
                 policies.append(policy)
-                check_shared(policy, sum(p is policy for p in policies), n)
+                sharing[id(policy)] = sharing.get(id(policy), 0) + 1
+                check_shared(policy, sharing[id(policy)], n)
             except Exception as exc:  # noqa: BLE001 - e.g. the policy factory failed: the run must say so, not wait
                 await results.put((None, exc))  # type: ignore[arg-type]
                 return
