@@ -44,6 +44,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,9 @@ def run_row(spec: dict[str, Any], work: Path) -> dict[str, Any]:
     from benchmarks.provenance import OtherWork
 
     run = secrets.token_hex(6)
-    tmp = Path(f"/tmp/awg-scale-{run}")  # short: the browsers' Unix sockets are made under it
-    tmp.mkdir(mode=0o700)
+    # Short: the browsers' Unix sockets are made under it. Chromium 156 failed every launch under the 27 characters
+    # of /tmp/awg-scale-<12 hex> ("Target page, context or browser has been closed"); 22 still launched.
+    tmp = Path(tempfile.mkdtemp(prefix="awgs-", dir="/tmp"))  # 18 characters, mode 0700
     ours = (str(tmp) + "/",)
     row: dict[str, Any] = {"row": spec["row"], "envs": spec["envs"], "machine_before": machine_counts(),
                            "load_start": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip

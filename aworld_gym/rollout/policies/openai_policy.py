@@ -130,7 +130,9 @@ class OpenAIPolicy:
         self.latency_s = latency_s
         self.attempts = 0  # requests sent, retries included (for tests and summaries)
         self.reached = False  # whether the endpoint ever answered: a refused connection then is a restart, retried
-        self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+        self._async: weakref.WeakKeyDictionary[Any, tuple[Any, asyncio.Semaphore, tuple[Any, ...]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Ray: clients are made where they are used
@@ -214,9 +216,10 @@ class OpenAIPolicy:
             raise PolicyError(f"the endpoint's reply is malformed: {type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
-        """Close this event loop's HTTP client and its connections (engines call it when their run ends)."""
+        """Let go of this event loop's HTTP client; the last policy holding it closes it and its connections (engines
+        call it when their run ends)."""
         entry = self._async.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
+        if entry is not None and _CLIENTS.release(entry[2], self):
             await entry[0].close()
 
     def connections(self) -> int:
@@ -236,10 +239,15 @@ class OpenAIPolicy:
                 warn_capacity(f"OpenAIPolicy(max_concurrency={self.max_concurrency}) asks for more requests in flight "
                               f"than its HTTP client's max_connections={connections} allows: at most {connections} "
                               f"are in flight (raise max_connections, or leave it None to follow max_concurrency)")  # fmt: skip
-            client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0,
-                                 http_client=_http_client(self.timeout_s, connections, aiohttp))  # fmt: skip
-            self._async[loop] = (client, asyncio.Semaphore(self.max_concurrency))
-        return self._async[loop]
+            key = (loop, self.base_url, self.api_key, self.timeout_s, connections, aiohttp)
+
+            def make() -> Any:
+                return AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0,
+                                   http_client=_http_client(self.timeout_s, connections, aiohttp))  # fmt: skip
+
+            self._async[loop] = (_CLIENTS.take(key, self, make), asyncio.Semaphore(self.max_concurrency), key)
+        client, sem, _ = self._async[loop]
+        return client, sem
 
     async def _aretry(self, send: Callable[[], Any]) -> Any:
         for attempt in range(self.retries + 1):
@@ -302,6 +310,42 @@ class OpenAIPolicy:
         if retry_after is not None:
             return min(retry_after, 60.0)
         return random.uniform(0, self.backoff_s * (2**attempt))
+
+
+class _SharedClients:
+    """The async HTTP clients of this process, one per event loop and configuration (endpoint, key, timeout,
+    connections, transport), shared by the policies that ask for the same: a client costs about 30 ms and 0.85 MB
+    (its TLS context), and a Ray actor or a worker process makes one policy per slot, thousands of them. A client
+    closes when the last policy holding it lets go (:meth:`release`); one whose loop closed is dropped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[Any, ...], tuple[Any, weakref.WeakSet[Any]]] = {}
+
+    def take(self, key: tuple[Any, ...], policy: Any, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            for old in [k for k in self._clients if k[0].is_closed()]:
+                del self._clients[old]  # a client refers to its loop: the entry would keep both for ever
+            entry = self._clients.get(key)
+            if entry is None:
+                entry = self._clients[key] = (make(), weakref.WeakSet())
+            entry[1].add(policy)
+            return entry[0]
+
+    def release(self, key: tuple[Any, ...], policy: Any) -> bool:
+        """``policy`` lets go of the client of ``key``; True when it was the last holder (the caller closes it)."""
+        with self._lock:
+            entry = self._clients.get(key)
+            if entry is None:
+                return False
+            entry[1].discard(policy)
+            if entry[1]:
+                return False
+            del self._clients[key]
+            return True
+
+
+_CLIENTS = _SharedClients()
 
 
 def _http_client(timeout_s: float, connections: int, aiohttp: bool = True) -> Any:
