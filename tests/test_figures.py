@@ -13,10 +13,9 @@ from tests.helpers import ROOT
 RESULTS = ROOT / "benchmarks" / "results"
 GYM_DEFAULT, GYM_POOLED = "aworld-gym default (1 server per env)", 'aworld-gym opt-in "pool": 2'
 AWORLD_EACH, AWORLD_LIST = "aworld: Agent+Task per episode", "aworld: Runners.run_task(list of C), shared Sandbox"
-# Which of a throughput row's two clocks (benchmarks/clocks.py) README quotes: "" the steady window (the figures of
-# the committed JSONs), "_whole" the whole run, start-up and teardown included (issue 47: the switch, once every JSON
-# is re-run at one commit and carries it).
-CLOCK = ""
+# Which of a throughput row's two clocks (benchmarks/clocks.py) README quotes: "_whole", the whole run a user waits for,
+# start-up and teardown included ("" would be the steady window; issue 47).
+CLOCK = "_whole"
 
 
 def load(name: str) -> dict:
@@ -245,8 +244,6 @@ def headline_provenance() -> dict[str, dict]:
     return {name: load(name).get("provenance") or {} for name in headline_rows()}
 
 
-@pytest.mark.xfail(strict=True, reason="the headline JSONs are from 8 commits until `make figures` re-runs them at one "
-                   "(issue 47, item 3); strict: once they are, this marker must go")  # fmt: skip
 def test_every_headline_json_is_from_one_commit_with_full_provenance():
     """README's headline rows come from JSONs written at one commit, on code with no changes (``code_dirty`` false),
     each saying its CPU model and flags, cores, load before and after and steal time (benchmarks/provenance.py)."""
