@@ -17,12 +17,15 @@ server, ``"share": true``, and a streamable-HTTP server, ``"share_session": true
 * **the edge** (``--fault-level``, 16,384 by default): the same workload with the stand-in answering a share of the
   requests (``--fault-share``, 1%) with 429 or a reset connection, half each: every episode must end recorded
   (retried, or void), none twice (``lost``, ``duplicated`` from the run's per-task counts);
+* **two cores** (``--processes``, 8,192 over 2 by default): the same workload over ``ProcessEngine`` worker
+  processes, each with its share of the slots and its own shared stdio server: what spreading the driver's CPU over
+  this machine's cores buys (the stand-in and the tool servers run on the same cores);
 * **a cluster** (``--cluster``, 3 x 8,192 by default): a simulated 3-node Ray cluster (``ray.cluster_utils.Cluster``,
   ``--node-cpus`` each) on this machine, ``RayEngine(concurrency=3 x C)``, one policy per slot; the same counts, the
   whole process tree's RSS (Ray's processes included) and the engine's re-runs and dropped doubles.
 
     python benchmarks/inflight.py [--levels 1024,4096,8192,16384] [--latency 20] [--fault-level 16384]
-                                  [--cluster 8192] [--out benchmarks/results/inflight.json]
+                                  [--processes 8192:2] [--cluster 8192] [--out benchmarks/results/inflight.json]
     python benchmarks/inflight.py --quick      # 256 in flight, a minute
 
 Never part of ``make test``; prints a table and writes JSON (with ``provenance.stamp``).
@@ -114,6 +117,8 @@ def worker(spec_path: str) -> None:
     engine_stats: dict[str, Any] = {}
     if cluster:
         summary, t0, t1, engine_stats = on_cluster(spec, cluster, env_kwargs)
+    elif spec.get("processes"):
+        summary, t0, t1, engine_stats = in_processes(spec, env_kwargs)
     else:
         policy = Probe(model=MODEL, base_url=spec["base_url"], tool_mode="native", max_concurrency=c)
         t0 = now()
@@ -175,16 +180,42 @@ def on_cluster(spec: dict[str, Any], cluster: dict[str, Any], env_kwargs: dict[s
         ray_cluster.shutdown()
 
 
+def in_processes(spec: dict[str, Any], env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``collect`` with ``ProcessEngine(concurrency=C, processes=P)``: the episodes split over P worker processes on
+    this machine, each with its share of the slots, its own shared stdio server and one policy per slot (sharing one
+    HTTP client per worker, sized for the worker's slots). The lag probe runs in no worker (``lag_ms_*`` are None)."""
+    import functools
+
+    from aworld_gym.rollout.collect import collect
+    from aworld_gym.rollout.engines.process_engine import ProcessEngine
+    from aworld_gym.rollout.policies.openai_policy import OpenAIPolicy
+
+    c, processes = spec["concurrency"], spec["processes"]
+    engine = ProcessEngine(concurrency=c, processes=processes)
+    policy = functools.partial(OpenAIPolicy, model=MODEL, base_url=spec["base_url"], tool_mode="native",
+                               max_concurrency=-(-c // processes))  # fmt: skip
+    t0 = now()
+    summary = collect("AWorld/MCP-v0", policy, episodes=len(env_kwargs["tasks"]), engine=engine, progress=False,
+                      env_kwargs=env_kwargs)  # fmt: skip
+    t1 = now()
+    stats = engine.last_run
+    extra: dict[str, Any] = {"processes": processes}
+    if stats is not None:
+        extra.update(workers_lost=stats.workers_lost, reruns=len(stats.reruns), duplicates_dropped=stats.duplicates)
+    return summary, t0, t1, extra
+
+
 def run_level(stand_in: StandIn, c: int, latency: float, work: Path, http_url: str, name: str = "",
-              faults: dict[str, float] | None = None, cluster: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
-    """One row: ``c`` episodes at ``c`` in flight in a worker process of its own (on a simulated ``cluster``, with the
-    stand-in injecting ``faults``)."""
+              faults: dict[str, float] | None = None, cluster: dict[str, int] | None = None,
+              processes: int = 0) -> dict[str, Any]:  # fmt: skip
+    """One row: ``c`` episodes at ``c`` in flight in a worker process of its own (on a simulated ``cluster``, or over
+    ``processes`` worker processes of ``ProcessEngine``, with the stand-in injecting ``faults``)."""
     counts = stand_in.reset(latency)
     stand_in.faults = dict(faults or {})
     tag = f"{c}-{name}" if name else str(c)
     spec = {"concurrency": c, "tasks": tasks_for(c, c), "base_url": stand_in.base_url, "http_url": http_url,
             "stdio_server": str(work / "add_server.py"), "out": str(work / f"level-{tag}.json"),
-            "cluster": cluster}  # fmt: skip
+            "cluster": cluster, "processes": processes}  # fmt: skip
     spec_path = work / f"spec-{tag}.json"
     spec_path.write_text(json.dumps(spec))
     flight: list[tuple[float, int]] = []
@@ -211,6 +242,10 @@ def run_level(stand_in: StandIn, c: int, latency: float, work: Path, http_url: s
             **{k: v for k, v in w.items() if k not in ("collect_start", "collect_end", "cpu_s")}}  # fmt: skip
 
 
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| row | in flight | whole | window | ideal | efficiency | episodes/s | CPU ms/episode | peak RSS MB "
              "(tree) | open files | lag p99 ms | stand-in peak in flight | solved | faults injected | lost | doubled |",
@@ -223,7 +258,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['name']} | {r['concurrency']} | {r['whole_s']:.1f} s | {r['window_s']:.1f} s | "
                      f"{r['ideal_s']:.0f} s | {r['efficiency']:.2f} | {r['episodes_per_s']:.1f} | "
                      f"{r['cpu_ms_per_episode']:.1f} | {r['peak_rss_mb']:.0f} ({r['peak_tree_rss_mb']:.0f}) | "
-                     f"{r['peak_open_files']} | {r['lag_ms_p99']:.0f} | {r['standin_peak_in_flight']} | "
+                     f"{r['peak_open_files']} | {_ms(r['lag_ms_p99'])} | {r['standin_peak_in_flight']} | "
                      f"{r['successes']}/{r['episodes']} | {injected} | {r['lost']} | {r['duplicated']} |")  # fmt: skip
     return "\n".join(lines)
 
@@ -236,6 +271,11 @@ def main() -> None:
     ap.add_argument("--fault-share", type=float, default=0.01, help="requests answered 429 or reset, half each")
     ap.add_argument("--cluster", type=int, default=8192, help="in flight per node of the 3-node row (0: none)")
     ap.add_argument("--node-cpus", type=int, default=1)
+    ap.add_argument(
+        "--processes",
+        default="8192:2",
+        help="rows over ProcessEngine workers, as in-flight:processes, comma-separated (empty: none)",
+    )
     ap.add_argument("--quick", action="store_true", help="256 in flight only, 256 with faults, 3 x 128 on a cluster")
     ap.add_argument("--out", default=None)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -245,7 +285,7 @@ def main() -> None:
         return
     levels = [256] if args.quick else [int(x) for x in args.levels.split(",") if x]
     if args.quick:
-        args.fault_level, args.cluster = 256, 128
+        args.fault_level, args.cluster, args.processes = 256, 128, "256:2"
     out = Path(args.out or ROOT / "benchmarks" / "results" / ("inflight-quick.json" if args.quick else "inflight.json"))
     from aworld_gym.mcp.transports.shared import free_port, wait_port
 
@@ -262,6 +302,9 @@ def main() -> None:
                 raise SystemExit("the streamable-HTTP add server did not start")
             url = f"http://127.0.0.1:{port}/mcp"
             runs: list[tuple[int, dict[str, Any]]] = [(c, {}) for c in levels]
+            for item in filter(None, args.processes.split(",")):
+                c, p = (int(x) for x in item.split(":"))
+                runs.append((c, {"name": f"{p} worker processes", "processes": p}))
             if args.fault_level:
                 half = args.fault_share / 2
                 runs.append((args.fault_level, {"name": "faults", "faults": {"429": half, "reset": half}}))

@@ -14,11 +14,15 @@ import warnings
 
 from aworld_gym.base.errors import ConfigError
 
-# Descriptors one episode in flight may hold in the process that runs it: its model request's connection (1), its
-# tool connection (an HTTP call's connection, or a stdio server of its own: its stdin and stdout pipes and its stderr
-# log, 3). A shared stdio server or a shared HTTP session costs less per episode; an env that opens more (a browser's
-# CDP socket, a sandbox's pipes) costs more.
+# Descriptors one episode in flight may hold in the process that runs it, where its env says nothing more precise
+# (:func:`aworld_gym.rollout.envs.descriptors_per_episode` counts an ``mcp_config``'s servers): its model request's
+# connection (1), its tool connection (an HTTP call's connection, or a stdio server of its own: its stdin and stdout
+# pipes and its stderr log, 3). A shared stdio server or a shared HTTP session costs nothing per episode; an env that
+# opens more (a browser's CDP socket, a sandbox's pipes) costs more.
 FDS_PER_EPISODE = 4
+FDS_MODEL = 1  # the model request's connection
+FDS_STDIO = 3  # a stdio server process of the episode's own: its stdin and stdout pipes, its stderr log
+FDS_HTTP = 1  # a call's connection to an HTTP server of the episode's own session
 FDS_BASE = 256  # the process's own: the interpreter's files, the event loop, logs, a few servers' pipes
 
 

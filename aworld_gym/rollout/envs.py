@@ -64,6 +64,32 @@ _SPEC_FIELDS = ("id", "entry_point", "reward_threshold", "nondeterministic", "ma
                 "disable_env_checker", "kwargs", "additional_wrappers", "vector_entry_point")  # fmt: skip
 
 
+def descriptors_per_episode(make: Any) -> int:
+    """The open files one episode of ``make``'s env may hold while in flight, for the engines' descriptor check.
+
+    Counted from the servers of a :class:`MakeEnv`'s ``mcp_config``: the model request's connection, and per server
+    what each episode holds of its own (a stdio server's process: 3; an HTTP session's connection: 1); a shared one
+    (``"share"``/``"pool"``, ``"share_session"``) or an in-process server costs nothing per episode. Any other factory,
+    or an id whose env brings servers of its own (a sandbox, a browser), gets the general estimate
+    (:data:`~aworld_gym.base.capacity.FDS_PER_EPISODE`).
+    """
+    from aworld_gym.base import capacity
+
+    config = make.kwargs.get("mcp_config") if isinstance(make, MakeEnv) else None
+    if config is None or make.kwargs.get("servers"):
+        return capacity.FDS_PER_EPISODE
+    from aworld_gym.mcp.config import parse_mcp_config
+
+    try:
+        specs = parse_mcp_config(config)
+    except Exception:  # noqa: BLE001 - a bad config is the env's to report, with its own message, when it is made
+        return capacity.FDS_PER_EPISODE
+    own = {"stdio": capacity.FDS_STDIO, "inprocess": 0}
+    return capacity.FDS_MODEL + sum(
+        0 if s.pool is not None or s.share_session else own.get(s.type, capacity.FDS_HTTP) for s in specs
+    )
+
+
 def env_factory(env: EnvLike, env_kwargs: Mapping[str, Any] | None = None) -> EnvFactory:
     """A zero-argument factory for ``env`` (an id, with ``env_kwargs``, or already a factory)."""
     if isinstance(env, str):

@@ -137,6 +137,30 @@ def test_the_descriptor_limit_is_raised_to_the_hard_limit_and_a_low_hard_limit_i
     assert "at most 4096" in text and f"ulimit -n {need}" in text
 
 
+def test_the_descriptor_check_counts_what_an_episode_of_the_env_holds_of_its_own(monkeypatch):
+    """Shared servers cost an episode nothing, its own stdio server 3 and its own HTTP session 1, beside the model's
+    connection; a factory that says nothing gets the general estimate. 8,192 episodes in flight on shared servers fit
+    a hard limit of 20,000 (the general estimate, 4 each, refused them)."""
+    from aworld_gym.rollout.envs import MakeEnv, descriptors_per_episode
+
+    http = {"type": "streamable-http", "url": "http://127.0.0.1:9/mcp"}
+    shared = {"mcpServers": {"s": {"command": "x", "share": True}, "h": {**http, "share_session": True},
+                             "p": {"command": "y", "pool": 4}}}  # fmt: skip
+    own = {"mcpServers": {"s": {"command": "x"}, "h": http}}
+    assert descriptors_per_episode(MakeEnv.of("AWorld/MCP-v0", {"mcp_config": shared})) == capacity.FDS_MODEL == 1
+    assert descriptors_per_episode(MakeEnv.of("AWorld/MCP-v0", {"mcp_config": own})) == 1 + 3 + 1
+    assert descriptors_per_episode(MakeEnv.of("AWorld/Code-v0")) == capacity.FDS_PER_EPISODE  # its sandbox is its own
+    assert descriptors_per_episode(lambda: None) == capacity.FDS_PER_EPISODE
+    bad = {"mcpServers": {"s": {"command": "x", "share": "often"}}}  # the env reports it when made
+    assert descriptors_per_episode(MakeEnv.of("AWorld/MCP-v0", {"mcp_config": bad})) == capacity.FDS_PER_EPISODE
+
+    resource = pytest.importorskip("resource")
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (20000, 20000))
+    assert ensure_descriptors(8192, capacity.FDS_MODEL) == 20000
+    with pytest.raises(ConfigError, match="about 33024 open files"):
+        ensure_descriptors(8192)
+
+
 def test_a_run_reaches_more_requests_in_flight_than_the_sdks_default_allowed():
     """1,200 requests at once through one policy, each held 2 s by the stand-in: all in flight together (the SDK's
     default pool allowed 1,000: at max_connections=1000 the peak is 1,000 and the run takes two waves, 6.1 s against

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from aworld_gym.base.capacity import ensure_descriptors, warn_capacity
 from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.rollout.envs import descriptors_per_episode
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.pool import EnvPool, failed_trajectory, run_pooled
@@ -107,7 +108,8 @@ class AsyncEngine:
         queue = deque(work.jobs)
         results: asyncio.Queue[tuple[Job, Any]] = asyncio.Queue(maxsize=self.concurrency)
         n = min(self.concurrency, len(work.jobs))
-        ensure_descriptors(n)  # this process holds every episode: its soft limit raised, its hard limit checked
+        # this process holds every episode: its soft limit raised, its hard limit checked against what its env holds
+        ensure_descriptors(n, descriptors_per_episode(work.make))
         pool = EnvPool(work.make, max_idle=n)
         policies: list[Policy] = []
         sharing: dict[int, int] = {}  # id of a policy -> the slots that have it

@@ -32,6 +32,7 @@ from aworld_gym.base.capacity import ensure_descriptors
 from aworld_gym.core.registry import worker_environ
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.engines import Work, take_jobs
+from aworld_gym.rollout.envs import descriptors_per_episode
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.pool import failed_trajectory
 
@@ -132,7 +133,8 @@ class ProcessEngine:
         t0 = time.perf_counter()
 
         planned = self.plan(len(work.jobs))
-        ensure_descriptors(max(planned))  # the soft limit raised here is the workers' (inherited); the hard one checked
+        # the soft limit raised here is the workers' (inherited); the hard one checked against what the env holds
+        ensure_descriptors(max(planned), descriptors_per_episode(work.make))
         # the workers share the machine's slots of the env's per-process gates (the browser env's, for one)
         environ = {**os.environ, **worker_environ(work.env_id, len(planned))}
 

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_gym.base import capacity
 from aworld_gym.base.capacity import ensure_descriptors
 from aworld_gym.rollout.engines import Work
+from aworld_gym.rollout.envs import descriptors_per_episode
 from aworld_gym.rollout.jobs import Job
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.pool import EnvPool
@@ -79,7 +81,8 @@ class EpisodeWorker:
         for key, value in (environ or {}).items():  # e.g. this actor's share of its node's browser slots
             os.environ.setdefault(key, value)
 
-        ensure_descriptors(slots)  # an actor's limits are its raylet's, not the driver's: raised and checked here
+        # an actor's limits are its raylet's, not the driver's: raised here, and checked when its env is known
+        ensure_descriptors(slots, capacity.FDS_MODEL)
         self.slots, self.linger_s = slots, linger_s
         self.spec: Spec | None = None
         self.pool: EnvPool | None = None
@@ -132,6 +135,7 @@ class EpisodeWorker:
                 return
             new: Spec = await spec[0]
             if current is None or current.env_key != env_key:
+                ensure_descriptors(self.slots, descriptors_per_episode(new.work.make))  # each job says so if short
                 old, self.pool = self.pool, EnvPool(new.work.make, max_idle=self.slots)
                 if old is not None:
                     await old.aclose()
