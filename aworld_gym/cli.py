@@ -240,6 +240,42 @@ def _serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    import time
+
+    from aworld_gym.mcp.cache.store import SqliteStore
+
+    if args.action == "stats":
+        stats = SqliteStore(args.store, read_only=True).stats()
+        if args.json:
+            print(json.dumps(stats, indent=2))
+            return 0
+        print(f"{stats['path']}: {stats['calls']} calls; servers listed: {', '.join(stats['listed']) or '-'}")
+        for server, row in stats["servers"].items():
+            first, last = (time.strftime("%Y-%m-%d %H:%M", time.localtime(row[k])) for k in ("first", "last"))
+            print(f"  {server}: {row['calls']} calls ({row['errors']} error results), {first} .. {last}, "
+                  f"{row['latency_s']:.1f} s of tool time saved per replay")  # fmt: skip
+        return 0
+    if args.action == "export":
+        if not args.out:
+            raise ValueError("export needs --out FILE.jsonl")
+        n = SqliteStore(args.store, read_only=True).export(args.out)
+        print(f"wrote {n} calls to {args.out}")
+        return 0
+    if args.action == "merge":
+        if not args.other:
+            raise ValueError("merge needs --from OTHER.sqlite")
+        added = SqliteStore(args.store).merge(SqliteStore(args.other, read_only=True))
+        print(f"added {added} calls from {args.other}")
+        return 0
+    if args.older_than is None and args.server is None:
+        raise ValueError("prune needs --older-than DAYS and/or --server NAME")
+    before = time.time() - args.older_than * 86400 if args.older_than is not None else None
+    gone = SqliteStore(args.store).prune(before=before, server=args.server)
+    print(f"deleted {gone} calls")
+    return 0
+
+
 def _setup(args: argparse.Namespace) -> int:
     from aworld_gym.setup_tools import setup
 
@@ -312,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the table as JSON")
     e.add_argument("--probe", action="store_true", help="make each env (its servers start) to list its real tools")
     e.set_defaults(func=_envs)
+    c = sub.add_parser("cache", help="the tool cache: stats, export, merge two, prune by age or server", **fmt)
+    c.add_argument("action", choices=["stats", "export", "merge", "prune"])
+    c.add_argument("store", help="the cache (an SQLite file, as given to tool_cache=)")
+    c.add_argument("--json", action="store_true", help="stats: as JSON")
+    c.add_argument("--out", default=None, help="export: the JSONL file to write")
+    c.add_argument("--from", dest="other", default=None, help="merge: the cache whose calls are added")
+    c.add_argument("--older-than", type=float, default=None, help="prune: calls recorded more than DAYS ago")
+    c.add_argument("--server", default=None, help="prune: calls of this server (identity)")
+    c.set_defaults(func=_cache)
     u = sub.add_parser(
         "setup", help="install the pinned Node servers into the user cache; check Chromium and bubblewrap", **fmt
     )

@@ -179,7 +179,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
         task = self._begin_reset(seed, options)
         self._check_resources()
         self.prepare_episode(task)
-        self.hub.begin_episode(files=self.task_files(task))
+        self.hub.begin_episode(files=self.task_files(task), task=task.id, seed=seed)
         if self._overrides("abegin_task"):
             self.hub.run_sync(self.abegin_task(task))
         return self._start(task)
@@ -193,7 +193,7 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
             await asyncio.to_thread(self._check_resources)  # a restart may take seconds: not on the loop
         if self._overrides("prepare_episode"):
             await asyncio.to_thread(self.prepare_episode, task)
-        await self.hub.abegin_episode(files=self.task_files(task))
+        await self.hub.abegin_episode(files=self.task_files(task), task=task.id, seed=seed)
         await self.abegin_task(task)
         return self._start(task)
 

@@ -7,6 +7,7 @@ fact                 terminated    truncated    truncation_reason
 ===================  ============  ===========  =====================
 answer submitted     yes           no           -
 crash (env lost it)  no            yes          ``env_crash``
+tool cache miss      no            yes          ``cache_miss`` (replay-strict: always, whatever the rules)
 infrastructure error no            yes          ``env_crash`` (server died) / ``tool_timeout``
 task done by itself  yes           no           -
 over the budget      no            yes          ``token_budget``
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from aworld_gym.mcp.results import ToolResult
 
 # What an env step can truncate with (the driver adds context_limit, length, env_error, policy_error).
-TRUNCATION_REASONS = (Termination.TURN_LIMIT, Termination.TOKEN_BUDGET, Termination.TOOL_TIMEOUT, Termination.ENV_CRASH)
+TRUNCATION_REASONS = (Termination.TURN_LIMIT, Termination.TOKEN_BUDGET, Termination.TOOL_TIMEOUT, Termination.ENV_CRASH,
+                      Termination.CACHE_MISS)  # fmt: skip
 
 
 @dataclass
@@ -105,6 +107,7 @@ class StepFacts:
         crash: the env lost the task's state or its tool layer raised (its description).
         infra_error: ``"server_died"`` or ``"timeout"`` when a tool call failed for infrastructure reasons and the
             env ends episodes on those (``truncate_on_infra_error``).
+        cache_miss: a tool call found no recorded result in ``replay-strict`` (or the tool cache failed).
         task_done: the task ended by itself (a web page's done flag).
         over_budget: the episode's character budget is spent.
         at_turn_limit: this was the last turn allowed.
@@ -113,6 +116,7 @@ class StepFacts:
     answered: bool = False
     crash: str | None = None
     infra_error: str | None = None
+    cache_miss: bool = False
     task_done: bool = False
     over_budget: bool = False
     at_turn_limit: bool = False
@@ -142,6 +146,8 @@ def decide_ending(facts: StepFacts) -> Ending:
         return _TERMINATED
     if facts.crash is not None:
         return _TRUNCATED[Termination.ENV_CRASH]
+    if facts.cache_miss:
+        return _TRUNCATED[Termination.CACHE_MISS]
     if facts.infra_error is not None:
         crashed = facts.infra_error == "server_died"
         return _TRUNCATED[Termination.ENV_CRASH if crashed else Termination.TOOL_TIMEOUT]

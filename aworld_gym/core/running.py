@@ -34,7 +34,7 @@ from aworld_gym.core.rewards import EpisodeContext, Rubric, Scores, StepContext
 from aworld_gym.core.task import Task
 from aworld_gym.core.token_cut import cut_tokens
 from aworld_gym.core.trajectory import RewardLedger, Source, sum_into
-from aworld_gym.mcp.results import SERVER_DIED, TIMEOUT, ToolResult, truncate
+from aworld_gym.mcp.results import CACHE_MISS, SERVER_DIED, TIMEOUT, ToolResult, truncate
 
 StepOut = tuple[str, float, bool, bool, dict[str, Any]]
 # Re-lists the tools after a server said they changed: (the note for the model, the new schemas), or None.
@@ -193,6 +193,7 @@ class Episode:
             crash=crash,
             infra_error=(SERVER_DIED if SERVER_DIED in infra else TIMEOUT) if infra and rules.truncate_on_infra_error
             else None,
+            cache_miss=any(r.error == CACHE_MISS for r in results),
             task_done=task_done,
             over_budget=rules.max_chars is not None and self.chars >= rules.max_chars,
             at_turn_limit=rules.turn_limit is not None and self.turn >= rules.turn_limit,

@@ -186,6 +186,7 @@ FLAT: dict[str, tuple[str, str]] = {
     "elicitation": ("tool_options", "elicitation"),
     "sampling": ("tool_options", "sampling"),
     "roots": ("tool_options", "roots"),
+    "tool_cache": ("tool_options", "cache"),
     "scorer": ("rewards", "scorer"),
     "reward_hooks": ("rewards", "hooks"),
     "strict": ("rewards", "strict"),

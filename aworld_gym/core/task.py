@@ -130,8 +130,8 @@ def load_tasks(spec: TaskSpec) -> TaskSource:
     A process parses each source once: the same list or dataset object, or the same unchanged file, gives back the
     same :class:`TaskSource` (the last :data:`SHARED_SOURCES` kept). So the thousands of envs of one run share one
     parsed copy of its tasks instead of one each, which made memory grow with the square of the envs in flight. A
-    list is read when the first env is made: change it in place afterwards and later envs do not see the change
-    (pass a new list); a file is read again once it changes.
+    list whose items were replaced, added or removed since is read again (each item compared by identity: cheap); a
+    task dict changed in place is not seen (pass a new dict or list); a file is read again once it changes.
     """
     if isinstance(spec, TaskSource):
         return spec
@@ -139,20 +139,21 @@ def load_tasks(spec: TaskSpec) -> TaskSource:
     if key is not None:
         with _shared_lock:
             hit = _shared.get(key)
-            if hit is not None:
+            if hit is not None and (hit[2] is None or hit[2] == spec):  # a list: the same items (identity first)
                 _shared.move_to_end(key)
                 return hit[1]
     source = _parse(spec)
     if key is not None:
+        snapshot = list(spec) if isinstance(spec, list) else None
         with _shared_lock:
-            _shared[key] = (spec, source)  # the spec is held, so its id is not reused while the entry lives
+            _shared[key] = (spec, source, snapshot)  # the spec is held, so its id is not reused while the entry lives
             while len(_shared) > SHARED_SOURCES:
                 _shared.popitem(last=False)
     return source
 
 
 SHARED_SOURCES = 8  # parsed task sources kept per process (least recently used dropped)
-_shared: OrderedDict[tuple[Any, ...], tuple[Any, TaskSource]] = OrderedDict()
+_shared: OrderedDict[tuple[Any, ...], tuple[Any, TaskSource, list[Any] | None]] = OrderedDict()
 _shared_lock = threading.Lock()
 
 

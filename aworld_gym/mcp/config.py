@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.mcp.cache import ServerCache, server_cache
 from aworld_gym.mcp.redact import SECRETS, SENSITIVE, named_secrets, redact, redact_url, url_secrets
 
 Transport = Literal["stdio", "sse", "streamable-http", "inprocess"]
@@ -34,7 +35,7 @@ _TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "streamable-http", 
 _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout", "sse_read_timeout",
                "reset_tool", "server", "disabled", "description", "share_session", "pool", "share", "socket",
                "max_connections",
-               "tool_prefix", "allow_tools", "elicitation", "sampling", "roots", "auth"}  # fmt: skip
+               "tool_prefix", "allow_tools", "elicitation", "sampling", "roots", "auth", "cache"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class ServerSpec:
         allow_tools: (ours) glob patterns of this server's own tool names that are exposed (``None``: all).
         capabilities: (ours) this server's own ``elicitation`` / ``sampling`` / ``roots`` settings, which win over
             the env's (checked when the hub is made; see :mod:`aworld_gym.mcp.capabilities`).
+        cache: (ours) this server's record/replay mode, state scope and identity (the entry's ``"cache"``: a mode,
+            or ``{"mode", "scope", "id"}``; see :mod:`aworld_gym.mcp.cache`); ``None``: the env's default.
     """
 
     name: str
@@ -90,6 +93,7 @@ class ServerSpec:
     allow_tools: tuple[str, ...] | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold an API key: no repr
     auth: Any = field(default=None, repr=False)  # OAuth (aworld_gym.mcp.auth): holds secrets, no repr
+    cache: ServerCache | None = None
 
     def __post_init__(self) -> None:
         SECRETS.add(self.secret_values())  # hidden in any text that leaves the process from now on
@@ -226,6 +230,7 @@ def _spec(name: str, entry: Any) -> ServerSpec:
         "tool_prefix": _prefix(name, entry.get("tool_prefix")),
         "allow_tools": _patterns(name, entry.get("allow_tools")),
         "capabilities": {k: entry[k] for k in ("elicitation", "sampling", "roots") if k in entry},
+        "cache": server_cache(name, entry.get("cache")),
     }
     if kind == "stdio":
         command = entry.get("command")

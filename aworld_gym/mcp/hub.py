@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import functools
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
+from aworld_gym.mcp.cache import KEY_META, HubCache
 from aworld_gym.mcp.config import ServerSpec, parse_mcp_config
 from aworld_gym.mcp.loop import HubLoop
 from aworld_gym.mcp.options import ToolOptions
@@ -103,6 +105,7 @@ class ToolHub:
         # A hub with a pooled server driven synchronously lives on the background loop, so that it shares the pool.
         self._loop = HubLoop(background=any(s.pool for s in self.specs))
         self._watchdog = Watchdog()
+        self.cache = HubCache(self.options.cache, self.specs)  # record and replay of the calls (mcp/cache)
         self._step_timeout_s: float | None = None  # the wall bound of one step (the slowest call + restart)
 
     # ----- sync face -------------------------------------------------------------------------------------
@@ -134,9 +137,10 @@ class ToolHub:
             if conn.spec.name == server and not conn.shared:
                 conn.mark_dead(conn.generation)
 
-    def begin_episode(self, files: Sequence[str] = ()) -> None:
-        """Start a new episode: restart dead servers, new episode key for per-session state, reset tools."""
-        self._loop.run(self.abegin_episode(files))
+    def begin_episode(self, files: Sequence[str] = (), *, task: str | None = None, seed: int | None = None) -> None:
+        """Start a new episode: restart dead servers, new episode key for per-session state, reset tools. ``task``
+        and ``seed`` name the episode for the tool cache's task and episode scopes."""
+        self._loop.run(self.abegin_episode(files, task=task, seed=seed))
 
     def close(self) -> None:
         """Close every session and stop every server process. Safe to call twice."""
@@ -181,9 +185,11 @@ class ToolHub:
         """
         return await self._loop.arun(self._call_internal(tool, dict(arguments or {})))
 
-    async def abegin_episode(self, files: Sequence[str] = ()) -> None:
+    async def abegin_episode(
+        self, files: Sequence[str] = (), *, task: str | None = None, seed: int | None = None
+    ) -> None:
         """Async :meth:`begin_episode`."""
-        await self._loop.arun(self._abegin_episode(tuple(files)))
+        await self._loop.arun(self._abegin_episode(tuple(files), task, seed))
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
@@ -200,14 +206,20 @@ class ToolHub:
     # ----- internals (run on the background loop) -------------------------------------------------------
     async def _astart(self) -> None:
         async def open_one(spec: ServerSpec) -> Connection:
+            if self.cache.mode(spec.name) == "replay-strict":  # never the real server: one made from the store
+                spec = dataclasses.replace(spec, type="inprocess", server=self.cache.replay_server(spec.name),
+                                           pool=None, share_session=False)  # fmt: skip
             if spec.pool or (spec.share_session and spec.type in ("streamable-http", "sse")):
-                return await POOL.acquire(spec, self._caps[spec.name])
-            conn = Connection(spec, self._caps[spec.name])
-            try:
-                await conn.start()
-            except BaseException:
-                conn.close_log()
-                raise
+                conn = await POOL.acquire(spec, self._caps[spec.name])
+            else:
+                conn = Connection(spec, self._caps[spec.name])
+                try:
+                    await conn.start()
+                except BaseException:
+                    conn.close_log()
+                    raise
+            if conn.client is not None:
+                self.cache.keep_listing(spec.name, conn.tools, conn.client.server_info)  # for a later strict replay
             return conn
 
         results = await asyncio.gather(*(open_one(s) for s in self.specs), return_exceptions=True)
@@ -244,17 +256,19 @@ class ToolHub:
             if tool.conn is conn:
                 tool.validator = None
 
-    async def _abegin_episode(self, files: tuple[str, ...]) -> None:
+    async def _abegin_episode(self, files: tuple[str, ...], task: str | None = None, seed: int | None = None) -> None:
         if not self._started:
             await self._astart()
         self.episode += 1
         self.files = files
+        self.cache.begin_episode(task, seed)
         for conn in self._conns:
             try:
                 await self._ensure_alive(conn)
             except ServerError:
                 continue  # the episode's calls to it will report the failure
-            if conn.spec.reset_tool and conn.alive:
+            strict = self.cache.mode(conn.spec.name) == "replay-strict"  # no real server's state to reset
+            if conn.spec.reset_tool and conn.alive and not strict:
                 try:
                     async with asyncio.timeout(self._timeout(conn)):
                         result = await conn.client.call_tool(conn.spec.reset_tool, {}, meta=self._meta())
@@ -327,6 +341,17 @@ class ToolHub:
             kind, text = problem
             return ToolResult(call, f"Error: {text}", kind, server=tool.conn.spec.name)
         conn = tool.conn
+        meta, through = self._meta(), None
+        mode = self.cache.mode(conn.spec.name)
+        if mode != "live":  # keyed here, before any await: a step's calls advance the episode's chain in call order
+            listed = next((t for t in conn.tools if t.name == tool.name), None)
+            key = self.cache.key(conn.spec.name, listed, call.arguments) if listed is not None else None
+            if mode == "replay-strict":
+                meta[KEY_META] = key
+            elif listed is not None:
+                version = getattr(getattr(conn.client, "server_info", None), "version", None)
+                through = functools.partial(self.cache.through, conn.spec.name, listed, call.arguments, key,
+                                            version=version)  # fmt: skip
         if not conn.alive:
             try:
                 await self._ensure_alive(conn)
@@ -339,12 +364,14 @@ class ToolHub:
         sent = send(
             tool,
             call,
-            meta=self._meta(),
+            meta=meta,
             timeout=self._timeout(conn),
             watchdog=self._watchdog,
             max_output_chars=self.options.max_output_chars,
             start=start,
             images=self.options.images,
+            through=through,
+            strict=mode == "replay-strict",
         )
         return await conn.requests.during(sent)  # what the server asks during the call is recorded on it
 

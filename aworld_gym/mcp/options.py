@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.base.settings import Check, SettingsGroup, flag, patterns
+from aworld_gym.mcp.cache import CacheSettings, cache_settings
 from aworld_gym.mcp.capabilities import WORK_FOLDER, Capabilities, parse_capabilities
 from aworld_gym.mcp.config import count, seconds
 from aworld_gym.mcp.results.images import ImageLimits, image_limits
@@ -54,6 +55,9 @@ class ToolOptions(SettingsGroup):
         roots: folders or ``file://`` URIs listed to servers that ask (``"{work}"``: the env's work folders);
             ``None``: the roots capability is not declared. A server entry's own three keys win over these.
         restart: restart a server whose connection died (at the next call or reset).
+        cache: record and replay of the calls: a store (an SQLite file path; mode ``replay``) or ``{"store", "mode",
+            "on_error"}``, the default of every server (an entry's own ``"cache"`` wins); held as
+            :class:`~aworld_gym.mcp.cache.CacheSettings`. ``None``: every call is live. Flat: ``tool_cache``.
     """
 
     allow: Sequence[str] | None = None
@@ -70,6 +74,7 @@ class ToolOptions(SettingsGroup):
     sampling: Mapping[str, Any] | Callable[..., Any] | None = None
     roots: Sequence[str | Path] | None = None
     restart: bool = True
+    cache: str | Path | Mapping[str, Any] | CacheSettings | None = None
 
     CHECKS: ClassVar[Mapping[str, Check]] = {}  # filled below, beside the check functions
 
@@ -120,6 +125,10 @@ def _sampling(value: Any, where: str, name: str) -> Any:
     return parse_capabilities(sampling=value, where=where).sampling
 
 
+def _cache(value: Any, where: str, name: str) -> CacheSettings | None:
+    return cache_settings(value, f"{where}: {name}")
+
+
 def _roots(value: Any, where: str, name: str) -> tuple[str | Path, ...] | None:
     if value is None:
         return None
@@ -145,4 +154,5 @@ ToolOptions.CHECKS = {
     "sampling": _sampling,
     "roots": _roots,
     "restart": flag,
+    "cache": _cache,
 }

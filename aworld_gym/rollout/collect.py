@@ -38,10 +38,11 @@ log = logging.getLogger(__name__)
 
 def error_of(record: Mapping[str, Any]) -> str:
     """Why an episode failed, in one line: the last line of its error, else (an episode that a tool ended: a crashed
-    server, a tool timeout) of its last failed tool call's text, else of its last turn's action error (the env's
+    server, a tool timeout, a call replay-strict never recorded) of its last failed tool call's text, else of its last turn's action error (the env's
     own infrastructure failing, e.g. while it scored the answer)."""
     text = str(record.get("error") or "").strip()
-    if not text and record.get("termination") in (Termination.ENV_CRASH, Termination.TOOL_TIMEOUT):
+    if not text and record.get("termination") in (Termination.ENV_CRASH, Termination.TOOL_TIMEOUT,
+                                                    Termination.CACHE_MISS):  # fmt: skip
         turns = record.get("turns") or []
         results = [r for turn in turns for r in turn.get("tool_results") or [] if r.get("error")]
         text = str(results[-1].get("text") or results[-1]["error"]).strip() if results else ""

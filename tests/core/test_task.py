@@ -100,6 +100,12 @@ def test_one_parsed_source_per_task_list_or_file_in_a_process(tmp_path):
     rows = [{"id": str(i), "prompt": f"q{i}", "answer": str(i)} for i in range(50)]
     assert load_tasks(rows) is load_tasks(rows)
     assert load_tasks(list(rows)) is not load_tasks(rows)  # another list: parsed on its own
+    edited = list(rows)
+    load_tasks(edited)
+    edited[3] = {"id": "x", "prompt": "changed", "answer": "0"}  # an item replaced in place: read again
+    assert load_tasks(edited).get("x").prompt == "changed" and load_tasks(edited) is load_tasks(edited)
+    edited.append({"id": "y", "prompt": "added", "answer": "0"})
+    assert load_tasks(edited).ids[-1] == "y"
     p = tmp_path / "t.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows))
     first = load_tasks(p)

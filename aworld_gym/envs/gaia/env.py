@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -232,4 +233,6 @@ def _entry(spec: Any) -> dict[str, Any]:
     if spec.headers:
         out["headers"] = dict(spec.headers)
     out.update(spec.capabilities)  # its own elicitation / sampling / roots
+    if spec.cache is not None:
+        out["cache"] = {k: v for k, v in dataclasses.asdict(spec.cache).items() if v is not None}
     return out

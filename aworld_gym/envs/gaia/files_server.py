@@ -31,6 +31,7 @@ from aworld_gym.envs.gaia.loader import METADATA_NAMES, SPLITS
 from aworld_gym.envs.gaia.media import Endpoint, how_to
 from aworld_gym.envs.gaia.read_worker import ReadLimits, read_isolated
 from aworld_gym.envs.gaia.readers import LABELS, MAX_EXPANDED_BYTES, PLAIN_KINDS, detect_kind, read_path, truncate
+from aworld_gym.mcp.cache import SCOPE_META
 from aworld_gym.mcp.hub import META_PREFIX
 from aworld_gym.mcp.serving import serve
 
@@ -168,7 +169,8 @@ def build_server(
         return await anyio.to_thread.run_sync(describe, limiter=limiter)
 
     for tool in (read_file, list_files, describe_image, transcribe_audio):
-        server.tool(description=inspect.cleandoc(tool.__doc__ or ""))(tool)
+        # the tool cache may serve a result again within its task only (the task's files, its questions on them)
+        server.tool(description=inspect.cleandoc(tool.__doc__ or ""), meta={SCOPE_META: "task"})(tool)
     return server
 
 

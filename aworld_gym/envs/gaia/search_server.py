@@ -26,6 +26,7 @@ from aworld_gym.envs.gaia.search_types import (
     SearchResult,
     html_to_text,
 )
+from aworld_gym.mcp.cache import SCOPE_META
 from aworld_gym.mcp.serving import serve
 
 __all__ = [
@@ -67,6 +68,10 @@ def make_backend(spec: str | None) -> SearchBackend:
     raise ConfigError(f"unknown search backend {spec!r}; use 'local:<folder>' or one of {', '.join(PROVIDERS)}")
 
 
+# The tool cache (aworld_gym.mcp.cache) may serve a search or a page to any task: the same call, the same answer.
+STATELESS = {SCOPE_META: "stateless"}
+
+
 def build_server(backend: SearchBackend, max_chars: int = 20_000) -> MCPServer:
     """An MCP server with ``web_search`` and ``fetch_url`` over ``backend``.
 
@@ -76,7 +81,7 @@ def build_server(backend: SearchBackend, max_chars: int = 20_000) -> MCPServer:
     """
     server = MCPServer("search", version=__version__, log_level="WARNING")
 
-    @server.tool()
+    @server.tool(meta=STATELESS)
     def web_search(query: str, max_results: int = 5) -> str:
         """Search the web. Returns numbered results, each with a title, URL and snippet.
 
@@ -94,7 +99,7 @@ def build_server(backend: SearchBackend, max_chars: int = 20_000) -> MCPServer:
             return f"No results for {query!r}."
         return "\n\n".join(f"{i}. {r.title}\n   URL: {r.url}\n   {r.snippet}" for i, r in enumerate(results, 1))
 
-    @server.tool()
+    @server.tool(meta=STATELESS)
     def fetch_url(url: str) -> str:
         """Fetch a web page and return its text (long pages are truncated).
 

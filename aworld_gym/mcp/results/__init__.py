@@ -19,6 +19,7 @@ TOO_LARGE = "too_large"
 TOOL_ERROR = "tool_error"
 TIMEOUT = "timeout"
 SERVER_DIED = "server_died"
+CACHE_MISS = "cache_miss"  # replay-strict: no result of the call was recorded (the server is never reached)
 REFUSED = "refused"  # the env's guard refused the call (e.g. a navigation off the task's site)
 
 

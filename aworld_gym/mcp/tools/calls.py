@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import MCPError
@@ -15,8 +16,10 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
 from aworld_gym.base.calls import ToolCall
 from aworld_gym.base.errors import ServerError
+from aworld_gym.mcp.cache import CACHE_MISS_CODE, CacheError
 from aworld_gym.mcp.redact import redact
 from aworld_gym.mcp.results import (
+    CACHE_MISS,
     SERVER_DIED,
     TIMEOUT,
     TOOL_ERROR,
@@ -43,10 +46,15 @@ async def send(
     max_output_chars: int,
     start: float,
     images: ImageLimits | None = None,
+    through: Callable[[Callable[[str, Any], Awaitable[Any]]], Awaitable[Any]] | None = None,
+    strict: bool = False,
 ) -> ToolResult:
     """Send ``call`` to ``tool``'s live session and return its result; never raises except for cancellation.
 
     ``images``: which of the result's images the model is shown (``None``: none, placeholders only).
+    ``through``: the tool cache's way to the session (``record``/``replay``: ``through(send)`` returns a kept result
+    or sends the call with ``send(name, arguments)`` over this session, and keeps its result). ``strict``: the session is a replay server
+    (``replay-strict``), whose "no such result" error is kind ``cache_miss``.
 
     A transport that is really gone marks the connection dead (the hub restarts it at the next call); one failed
     request on a live session fails only this call, since the session may be shared by many envs.
@@ -56,14 +64,21 @@ async def send(
     # The watchdog (one timer for all calls, no extra task) bounds every transport, in-process included;
     # cancelling the request also tells the session to drop it.
     key, deadline = watchdog.add(timeout)
+    client = conn.client
+
+    def over_session(name: str, arguments: Any) -> Awaitable[Any]:
+        return client.call_tool(name, arguments, meta=meta)
+
     try:
-        result = await conn.client.call_tool(tool.name, call.arguments, meta=meta)
+        result = await (over_session(tool.name, call.arguments) if through is None else through(over_session))
     except asyncio.CancelledError:
         if deadline.expired():
             await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
         raise
     except MCPError as exc:
+        if strict and exc.code == CACHE_MISS_CODE:
+            return make_result(call, tool, f"Error: {readable(exc.message)}", CACHE_MISS, start, max_output_chars)
         if deadline.expired() or exc.code == REQUEST_TIMEOUT:
             await probe(conn, generation, timeout)
             return timeout_result(call, tool, timeout, start, max_output_chars)
@@ -72,6 +87,8 @@ async def send(
             text = f"Error: tool server {conn.spec.name!r} died during the call ({readable(exc.message)})."
             return make_result(call, tool, text, SERVER_DIED, start, max_output_chars)
         return make_result(call, tool, f"Error: {readable(exc.message)}", TOOL_ERROR, start, max_output_chars)
+    except CacheError as exc:  # the store failed (on_error="stop"): the call is not scored as the tool's answer
+        return make_result(call, tool, f"Error: {readable(str(exc))}", CACHE_MISS, start, max_output_chars)
     except Exception as exc:  # noqa: BLE001 - failures here become data, not crashes
         if deadline.expired():
             await probe(conn, generation, timeout)

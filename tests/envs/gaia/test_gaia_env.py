@@ -84,9 +84,24 @@ def test_sample_set_covers_the_styles():
     assert sum(not t.files for t in src) >= 7  # search-only questions
 
 
-def test_reference_policy_solves_every_sample_task():
-    s = collect("AWorld/GAIA-v0", GAIAReferencePolicy, episodes=32, concurrency=3, progress=False)
-    assert (s.recorded, s.successes) == (32, 32), s.terminations
+def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay_with_no_server(tmp_path):
+    """The sample set solved against its live tools, every call recorded (issue 49); then replayed strictly with the
+    Python server's address dead (replay-strict never connects to a server): the same observations and rewards."""
+    cache = {"store": str(tmp_path / "tools.sqlite"), "mode": "replay"}
+
+    def run(name: str, **kwargs) -> tuple:
+        out = tmp_path / f"{name}.jsonl"
+        s = collect("AWorld/GAIA-v0", GAIAReferencePolicy, episodes=32, concurrency=3, progress=False, sink=str(out),
+                    env_kwargs={"tool_cache": cache, **kwargs})  # fmt: skip
+        records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["task_id"])
+        return s, [([t["observation"] for t in r["turns"]], r["reward"]) for r in records]
+
+    live, seen = run("live")
+    assert (live.recorded, live.successes) == (32, 32), live.terminations
+    cache["mode"] = "replay-strict"
+    replayed, seen_again = run("replayed", python_server="http://127.0.0.1:9/mcp")
+    assert (replayed.recorded, replayed.successes) == (32, 32), replayed.first_errors
+    assert seen_again == seen
 
 
 def test_episode_prompt_tools_and_final_answer_forms():
