@@ -276,6 +276,30 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rescore(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    from aworld_gym.report.rescore import rescore
+
+    _import_all(args.imports)  # e.g. a module that registers a scorer
+    if (args.tasks is None) == (args.env is None):
+        raise ValueError("rescore needs the run's tasks: --tasks FILE, or --env ID (its tasks)")
+    if args.tasks is not None:
+        tasks: Any = args.tasks
+    else:
+        env = gym.make(_env_id(args), **(json.loads(args.env_kwargs) if args.env_kwargs else {}))
+        try:
+            tasks = env.unwrapped.tasks
+        finally:
+            env.close()
+    s = rescore(args.run, args.out, args.scorer, tasks)
+    print(f"{s.records} records: {s.rescored} re-scored with {args.scorer}, {s.unscored} left as they were (void or "
+          f"no answer); successes {s.successes_before} -> {s.successes_after}; wrote {args.out}")  # fmt: skip
+    if s.missing_task:
+        print(f"{len(s.missing_task)} records name a task the tasks lack (kept unscored), e.g. {s.missing_task[0]!r}")
+    return 0
+
+
 def _setup(args: argparse.Namespace) -> int:
     from aworld_gym.setup_tools import setup
 
@@ -348,6 +372,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the table as JSON")
     e.add_argument("--probe", action="store_true", help="make each env (its servers start) to list its real tools")
     e.set_defaults(func=_envs)
+    q = sub.add_parser("rescore", help="score a saved run again with another scorer (or a judge): a new run", **fmt)
+    q.add_argument("run", help="the run (.jsonl or .parquet)")
+    q.add_argument("--scorer", required=True, help="exact, contains, another registered name, or module:function")
+    q.add_argument("--out", required=True, help="the new run (.jsonl or .parquet)")
+    q.add_argument("--tasks", default=None, help="the run's tasks (JSONL/JSON), for their reference answers")
+    q.add_argument("--env", default=None, help="or the env id whose tasks the run used")
+    q.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make with --env")
+    q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+    q.set_defaults(func=_rescore)
     c = sub.add_parser("cache", help="the tool cache: stats, export, merge two, prune by age or server", **fmt)
     c.add_argument("action", choices=["stats", "export", "merge", "prune"])
     c.add_argument("store", help="the cache (an SQLite file, as given to tool_cache=)")
