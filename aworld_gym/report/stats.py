@@ -21,6 +21,7 @@ from typing import Any
 from aworld_gym.core.pass_at_k import pass_table
 from aworld_gym.core.trajectory import FAILED, OK, VOID, status_of
 from aworld_gym.report.records import problem
+from aworld_gym.rollout.health import ParseHealth
 from aworld_gym.rollout.jobs import is_success
 from aworld_gym.rollout.sinks import iter_records
 
@@ -84,6 +85,7 @@ class RunStats:
         self.envs: Counter[str] = Counter()
         self.policies: Counter[str] = Counter()
         self.malformed: Counter[str] = Counter()  # records skipped, by what was wrong with them
+        self.health = ParseHealth(alarm=False)  # whether the model calls tools and its calls parse
 
     def add(self, record: Mapping[str, Any]) -> bool:
         """Count ``record``; a malformed one is only counted as such. Returns whether it was read."""
@@ -102,6 +104,7 @@ class RunStats:
         for name, value in (record.get("reward_components") or {}).items():
             self.components[name].append(float(value))
         self.terminations[str(record.get("termination") or "unfinished")] += 1
+        self.health.add(record)
         status = record.get("status") or status_of(record.get("termination"), record.get("score"),
                                                    bool(record.get("terminated")))  # fmt: skip
         self.statuses[status] += 1
@@ -178,6 +181,7 @@ class RunStats:
             # infrastructure's failures (masked in training): void/rate and void/<kind>, as the trainer faces log them
             "void": {"rate": self.statuses.get(VOID, 0) / n if n else None, "by_kind": dict(self.void_kinds)},
             "tools": tools,
+            "parse_health": {k: v for k, v in self.health.to_dict().items() if k != "alarms"},
             "latency": {
                 p: {"p50": quantile(v, 0.5), "p90": quantile(v, 0.9), "mean": _mean(v)} for p, v in self.parts.items()
             },

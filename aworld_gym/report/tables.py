@@ -77,6 +77,19 @@ def render(summary: dict[str, Any]) -> str:
                  ", ".join(f"{k} {c}" for k, c in v["error_kinds"].items()) or "-",
                  _s(v["latency_p50_s"]), _s(v["latency_p90_s"])) for name, v in s["tools"].items()]  # fmt: skip
         parts.append(table(["tool", "calls", "errors", "error rate", "error kinds", "p50", "p90"], rows, "tool calls"))
+    h = s.get("parse_health") or {}
+    if h.get("turns"):
+        turns, episodes = h["turns"], h["episodes"] or 1
+        kinds = ", ".join(f"{k} {v}" for k, v in h["failures_by_kind"].items()) or "-"
+        rows = [("turns with a tool call", h["tool_turns"], _pct(h["tool_turns"] / turns), "of the turns"),
+                ("turns that failed to parse", h["failed_turns"], _pct(h["failed_turns"] / turns), kinds),
+                ("unknown tool names", h["unknown_tools"], "", "calls"),
+                ("arguments not fitting the tool", h["bad_arguments"], "", "calls"),
+                ("empty replies", h["empty"], _pct(h["empty"] / turns), "of the turns"),
+                ("episodes without a tool call", h["no_tool_episodes"], _pct(h["no_tool_episodes"] / episodes), ""),
+                ("answers without a tool call", h["answers_without_tool_call"],
+                 _pct(h["answers_without_tool_call"] / episodes), "of the episodes")]  # fmt: skip
+        parts.append(table(["", "count", "share", ""], rows, "parse health"))
     if s["latency"]:
         rows = [(p.removesuffix("_s"), _s(v["p50"]), _s(v["p90"]), _s(v["mean"])) for p, v in s["latency"].items()]
         parts.append(table(["part", "p50", "p90", "mean"], rows, "latency per episode"))

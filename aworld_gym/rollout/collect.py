@@ -25,6 +25,7 @@ from aworld_gym.core.pass_at_k import pass_table
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.engines import Engine
 from aworld_gym.rollout.envs import EnvLike, MakeEnv
+from aworld_gym.rollout.health import ParseHealth
 from aworld_gym.rollout.jobs import SUCCESS, Job, is_success, plan_jobs
 from aworld_gym.rollout.policies import Policy
 from aworld_gym.rollout.sinks import Sink, open_sink
@@ -74,6 +75,8 @@ class Summary:
     first_errors: dict[str, str] = field(default_factory=dict)
     # what reading the output back for --resume skipped (a torn last line, lines that are not records), one line each
     notes: list[str] = field(default_factory=list)
+    # whether the model calls its tools and its calls parse (rollout/health.py), with its alarm
+    health: ParseHealth = field(default_factory=ParseHealth, repr=False)
 
     @property
     def success_rate(self) -> float:
@@ -112,6 +115,7 @@ class Summary:
             self.first_errors[kind] = escape_surrogates(error)  # printable: a model's lone surrogate cannot end a run
         status = record.get("status") or "unknown"
         self.statuses[status] = self.statuses.get(status, 0) + 1
+        self.health.add(record)
         task, ok = str(record.get("task_id")), is_success(record)
         level = (record.get("task_meta") or {}).get("level")
         for counts in (self.tasks, *([self.levels.setdefault(str(level), {})] if level is not None else [])):
@@ -131,7 +135,8 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **{k: v for k, v in self.__dict__.items() if k not in ("tasks", "levels")},
+            **{k: v for k, v in self.__dict__.items() if k not in ("tasks", "levels", "health")},
+            "parse_health": self.health.to_dict(),
             "pass_at_k": self.pass_at_k(),
             "success_rate": self.success_rate,
             "mean_reward": self.mean_reward,
@@ -155,13 +160,14 @@ class Summary:
             ("mean turns", f"{self.mean_turns:.2f}"),
             ("failures", failures),
             ("void", f"{self.void} (infrastructure's fault: masked in training, not scored 0)"),
+            ("tool calls", self.health.render()),
             *self._pass_rows(),
             ("throughput", f"{self.episodes_per_s:.2f} episodes/s (wall {self.wall_s:.1f} s, {self.engine}, "
                            f"concurrency {self.concurrency})"),
         ]  # fmt: skip
         if self.path:
             rows.append(("trajectories", self.path))
-        rows += [("warning", note) for note in self.notes]
+        rows += [("warning", note) for note in [*self.notes, *self.health.alarms]]
         width = max(len(k) for k, _ in rows)
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         at = next(i for i, (k, _) in enumerate(rows) if k == "failures") + 1
@@ -212,6 +218,7 @@ def collect(
     screenshots: str | Path | None = None,
     void_policy: str = "mask",
     retry_void: int | None = None,
+    parse_health: ParseHealth | None = None,
 ) -> Summary:
     """Run ``episodes`` episodes of ``env`` and stream each record to ``sink`` as it finishes.
 
@@ -242,6 +249,9 @@ def collect(
         void_policy: what a void episode (infrastructure's fault) becomes: ``"mask"`` (recorded with weight 0),
             ``"retry"`` (run again, ``retry_void`` times, default 2) or ``"zero"``.
         retry_void: how many times a void episode is run again.
+        parse_health: the run's parse health and its alarm (:class:`~aworld_gym.rollout.health.ParseHealth`: its
+            window and thresholds; ``ParseHealth(alarm=False)`` keeps the counts and never warns). Default: a window of
+            200 episodes, alarms at 95% of them without a tool call or 20% of their turns failing to parse.
     """
     check_counts(episodes, group_size, concurrency)
     engine = make_engine(engine, concurrency, ray_address, ray_actors, policy_timeout_s, screenshots)
@@ -281,7 +291,8 @@ def collect(
     try:
         rollout.open()
         summary = Summary(rollout.env_id, episodes, skipped=len(rollout.jobs) - len(rollout.todo),
-                          engine=getattr(engine, "name", type(engine).__name__), concurrency=engine.concurrency)  # fmt: skip
+                          engine=getattr(engine, "name", type(engine).__name__), concurrency=engine.concurrency,
+                          health=parse_health if parse_health is not None else ParseHealth())  # fmt: skip
         summary.path = str(sink.path) if sink is not None else None
         summary.notes = notes
         bar = _progress(len(rollout.todo), progress, rollout.env_id)

@@ -1,0 +1,91 @@
+"""Parse health (issue 49, item 4): what each episode's turns say about the model's tool calls, summed over a run,
+and the alarm over the last episodes (once per crossing), with a control that never crosses it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from aworld_gym.cli import main
+from aworld_gym.mcp.demo_server import build_server
+from aworld_gym.rollout.collect import collect
+from aworld_gym.rollout.health import ParseHealth, ParseHealthWarning, episode_health
+from aworld_gym.rollout.policies import ScriptedPolicy
+from aworld_gym.rollout.sinks import iter_records
+from tests.helpers import TASKS
+
+ENV = {"mcp_config": {"mcpServers": {"demo": build_server}}, "tasks": TASKS, "max_turns": 6}
+
+
+class Script(ScriptedPolicy):
+    """Plays the same turns in every episode."""
+
+    def __init__(self, turns: list[str]) -> None:
+        super().__init__()
+        self.turns = turns
+
+    def decide(self, env):
+        return self.turns[min(env.turn, len(self.turns) - 1)]
+
+
+MESSY = [
+    '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}',  # never closed
+    "<tool_call>{name: add}</tool_call>",  # not JSON
+    '<tool_call>{"name": "subtract", "arguments": {}}</tool_call>',  # no such tool
+    "   ",  # empty
+    '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>',
+    "<answer>5</answer>",
+]
+
+
+def test_an_episode_s_turns_are_counted_by_what_went_wrong(tmp_path):
+    out = tmp_path / "messy.jsonl"
+    collect("AWorld/MCP-v0", Script(MESSY), episodes=1, sink=str(out), progress=False, env_kwargs=ENV)
+    (record,) = iter_records(out)
+    h = episode_health(record)
+    assert (h.turns, h.tool_turns, h.failed_turns, h.unknown_tools, h.empty) == (6, 2, 2, 1, 1)
+    assert dict(h.parse_failures) == {"unclosed_tag": 1, "invalid_json": 1}
+    assert h.answered and not h.answer_without_tool_call
+
+
+def test_the_alarm_says_once_when_the_model_stops_calling_tools_and_the_control_never_does(tmp_path):
+    answers_only = Script(["<answer>5</answer>"])
+    with pytest.warns(ParseHealthWarning, match="no tool call in 100% of the last 50 episodes") as seen:
+        s = collect("AWorld/MCP-v0", answers_only, episodes=120, concurrency=4, progress=False, env_kwargs=ENV,
+                    parse_health=ParseHealth(window=50))  # fmt: skip
+    assert len([w for w in seen if issubclass(w.category, ParseHealthWarning)]) == 1  # once per crossing
+    assert len(s.health.alarms) == 1 and s.health.answers_without_tool_call == 120
+    assert "0% of turns call a tool" in s.render() and "no tool call" in s.render()
+    health = s.to_dict()["parse_health"]
+    assert health["answers_without_tool_call"] == 120 and health["answered_without_tool_call_episodes"] == 1.0
+
+    calls = Script(['<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>', "<answer>5</answer>"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ParseHealthWarning)  # the control: calling tools never raises it
+        control = collect("AWorld/MCP-v0", calls, episodes=120, concurrency=4, progress=False, env_kwargs=ENV,
+                          parse_health=ParseHealth(window=50))  # fmt: skip
+    assert control.health.alarms == [] and control.health.shares()["tool_call_turns"] == 0.5
+
+
+def test_the_alarm_on_calls_that_stop_parsing_and_the_report_s_table(tmp_path):
+    broken = Script(["<tool_call>{name: add}</tool_call>", "<answer>5</answer>"])
+    out = tmp_path / "broken.jsonl"
+    with pytest.warns(ParseHealthWarning, match="failed to parse"):
+        s = collect("AWorld/MCP-v0", broken, episodes=30, concurrency=2, sink=str(out), progress=False,
+                    env_kwargs=ENV, parse_health=ParseHealth(window=20, no_tool_call=1.01))  # fmt: skip
+    assert s.health.failures_by_kind == {"invalid_json": 30}
+    quiet = ParseHealth(window=20, parse_failures=0.6, no_tool_call=1.01)  # 50% of turns fail: under its threshold
+    for record in iter_records(out):
+        quiet.add(record)
+    assert quiet.alarms == []
+    assert main(["report", str(out)]) == 0
+
+
+def test_the_report_shows_parse_health(tmp_path, capsys):
+    out = tmp_path / "messy.jsonl"
+    collect("AWorld/MCP-v0", Script(MESSY), episodes=3, sink=str(out), progress=False, env_kwargs=ENV)
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "parse health" in text and "turns that failed to parse" in text
+    assert "invalid_json 3, unclosed_tag 3" in text and "33.3%" in text  # 6 of 18 turns; 6 tool turns of 18
