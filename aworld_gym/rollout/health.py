@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EpisodeHealth", "ParseHealth", "ParseHealthWarning", "episode_health", "error_kinds"]
+__all__ = ["EpisodeHealth", "ParseHealth", "ParseHealthWarning", "episode_health", "error_kinds", "health_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,3 +197,16 @@ class ParseHealth:
                 f"fail to parse{f' ({kinds})' if kinds else ''}; {self.unknown_tools} unknown tool names, "
                 f"{self.bad_arguments} bad arguments, {self.empty} empty replies; "
                 f"{self.answers_without_tool_call} answers without a tool call")  # fmt: skip
+
+
+def health_metrics(episodes: Any) -> dict[str, float]:
+    """What trainer faces log beside ``void/rate``: ``parse/tool_call_turns``, ``parse/failure_turns``,
+    ``parse/no_tool_call_episodes`` (shares) and ``parse/unknown_tools`` (calls), over trajectories or records."""
+    health = ParseHealth(alarm=False)
+    for episode in episodes:
+        record = episode if isinstance(episode, Mapping) else {"turns": episode.turns, "answer": episode.answer}
+        health.add(record)
+    shares = health.shares()
+    return {"parse/tool_call_turns": shares["tool_call_turns"], "parse/failure_turns": shares["parse_failure_turns"],
+            "parse/no_tool_call_episodes": shares["no_tool_call_episodes"],
+            "parse/unknown_tools": float(health.unknown_tools)}  # fmt: skip

@@ -269,11 +269,15 @@ def batch_of(
 
 
 def _log_void(trainer: Any, trajectories: list[Trajectory]) -> None:
-    """``void/rate`` and ``void/<kind>`` to the trainer's logger (TRL's ``_log_metric``, averaged over ranks)."""
+    """``void/rate`` and ``void/<kind>``, and the batch's parse health (``parse/tool_call_turns``,
+    ``parse/failure_turns``, ``parse/no_tool_call_episodes``, ``parse/unknown_tools``) to the trainer's logger (TRL's
+    ``_log_metric``, averaged over ranks)."""
+    from aworld_gym.rollout.health import health_metrics
+
     log = getattr(trainer, "_log_metric", None)
     if log is None:
         return
-    for name, value in void_counts(trajectories).items():
+    for name, value in {**void_counts(trajectories), **health_metrics(trajectories)}.items():
         try:
             log(name, float(value))
         except Exception:

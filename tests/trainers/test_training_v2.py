@@ -127,6 +127,11 @@ def test_void_samples_are_masked_in_a_real_trl_grpo_step(tiny, tmp_path):
     assert all(math.isfinite(a) for a in adv)
     logged = [h for h in trainer.state.log_history if "void/rate" in h]
     assert logged and logged[0]["void/rate"] == pytest.approx(0.5) and logged[0]["void/env_crash"] == pytest.approx(2)
+    health = {k: v for k, v in logged[0].items() if k.startswith("parse/")}  # the batch's parse health beside it
+    turns = [t for traj in seen for t in traj.turns]
+    assert health["parse/tool_call_turns"] == pytest.approx(sum(bool(t["tool_calls"]) for t in turns) / len(turns))
+    assert set(health) == {"parse/tool_call_turns", "parse/failure_turns", "parse/no_tool_call_episodes",
+                           "parse/unknown_tools"}  # fmt: skip
 
 
 def test_context_limit_in_trls_rollout_func(tiny):
