@@ -16,6 +16,7 @@ loop early (``break``, an exception, ``close()``) stops the workers and closes e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -257,7 +258,14 @@ class Stream:
                 if not isinstance(exc, asyncio.CancelledError):
                     self._put(exc)
             finally:
-                await gen.aclose()  # type: ignore[attr-defined]
+                # Closing stops the workers and closes every env; close() may cancel this task while it runs (the
+                # stop was seen first): the closing goes on in a task of its own, waited for to its end, or the loop
+                # would end with worker processes still alive.
+                closing = asyncio.ensure_future(gen.aclose())  # type: ignore[attr-defined]
+                while not closing.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.shield(closing)
+                closing.result()
                 self._put(self._DONE)
 
         async def main() -> None:
