@@ -16,7 +16,9 @@ loop early (``break``, an exception, ``close()``) stops the workers and closes e
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -95,6 +97,10 @@ class Rollout:
         self.groups: GroupCollector | None = None
         self.hold = grouped
         self._ready: list[list[Trajectory]] = []  # complete groups not yet handed over (see :meth:`leftovers`)
+        # episodes on their way into their group in a worker thread (the env has group hooks): an interrupt that
+        # cancels the run must not cancel one (asyncio.to_thread's job is dropped when it is cancelled before a thread
+        # takes it: the episode was lost), and leftovers() waits for them
+        self._adding: list[concurrent.futures.Future[None]] = []
         self._work: Work | None = None
 
     def open(self) -> Rollout:
@@ -149,7 +155,10 @@ class Rollout:
             async for job, traj in run:
                 key = job.group if self.hold else job.index
                 if groups.rubric is not None:  # a slow (async) hook: off the loop
-                    await asyncio.to_thread(add, key, traj)
+                    adding = _GROUPING.submit(contextvars.copy_context().run, add, key, traj)
+                    self._adding.append(adding)
+                    await asyncio.shield(asyncio.wrap_future(adding))  # a cancellation never drops the episode
+                    self._adding.remove(adding)
                 else:
                     add(key, traj)
                 while self._ready:
@@ -165,6 +174,8 @@ class Rollout:
         while a group's hooks ran in a worker thread), the groups that the engine's finished but unyielded episodes
         (:attr:`Work.unyielded`) complete, then the groups left open, finished as they are (``group_complete``
         False)."""
+        concurrent.futures.wait(self._adding)  # an episode on its way into its group gets there before the flush
+        self._adding = []
         out, self._ready = self._ready, []
         if self.groups is not None:
             unyielded, self._work = (self._work.unyielded if self._work is not None else []), None
@@ -174,6 +185,10 @@ class Rollout:
                     out.append(ready)
             out += self.groups.flush()
         return out
+
+
+# the threads that add an episode to its group when the env has group hooks (a hook may be slow: off the loop)
+_GROUPING = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="aworld-grouping")
 
 
 def policy_factory(policy: Policy | Callable[[], Policy] | str, env: Any = None) -> Callable[[], Policy]:
