@@ -10,7 +10,7 @@ SWIFT_VENV := .venv-swift
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .make-stamps
-EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve
+EXTRAS := dev,code,datasets,gaia,ray,hf,train,browser,report,docs,skyrl,serve,cache
 
 # `make test` runs the main suite on pytest-xdist, 2 workers (whole files per worker, files that conflict on one
 # worker, the slowest first: tests/parallel.py); `WORKERS=1 make test` runs it serially, `WORKERS=N` on N workers.
@@ -108,13 +108,15 @@ $(STAMPS)/node: package.json package-lock.json
 
 # Debian packages: bubblewrap (the code sandbox: network, PID and mount namespaces), tesseract-ocr
 # (offline OCR for GAIA image attachments), chromium (AWorld/Browser-v0; Playwright never downloads one) and
-# unzip, sqlite3, jq, file (what GAIA's run_shell offers inside the sandbox).
+# unzip, sqlite3, jq, file (what GAIA's run_shell offers inside the sandbox), redis-server (the cluster tool cache's
+# store, started by its tests).
 $(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  command -v tesseract >/dev/null || missing="$$missing tesseract-ocr tesseract-ocr-eng"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  for tool in unzip sqlite3 jq file; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	  command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing Debian packages:$$missing"; \

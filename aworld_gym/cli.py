@@ -243,10 +243,10 @@ def _serve_env(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     import time
 
-    from aworld_gym.mcp.cache.store import SqliteStore
+    from aworld_gym.mcp.cache.store import open_store
 
     if args.action == "stats":
-        stats = SqliteStore(args.store, read_only=True).stats()
+        stats = open_store(args.store, read_only=True).stats()
         if args.json:
             print(json.dumps(stats, indent=2))
             return 0
@@ -259,19 +259,19 @@ def _cache(args: argparse.Namespace) -> int:
     if args.action == "export":
         if not args.out:
             raise ValueError("export needs --out FILE.jsonl")
-        n = SqliteStore(args.store, read_only=True).export(args.out)
+        n = open_store(args.store, read_only=True).export(args.out)
         print(f"wrote {n} calls to {args.out}")
         return 0
     if args.action == "merge":
         if not args.other:
             raise ValueError("merge needs --from OTHER.sqlite")
-        added = SqliteStore(args.store).merge(SqliteStore(args.other, read_only=True))
+        added = open_store(args.store).merge(open_store(args.other, read_only=True))
         print(f"added {added} calls from {args.other}")
         return 0
     if args.older_than is None and args.server is None:
         raise ValueError("prune needs --older-than DAYS and/or --server NAME")
     before = time.time() - args.older_than * 86400 if args.older_than is not None else None
-    gone = SqliteStore(args.store).prune(before=before, server=args.server)
+    gone = open_store(args.store).prune(before=before, server=args.server)
     print(f"deleted {gone} calls")
     return 0
 
@@ -383,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=_rescore)
     c = sub.add_parser("cache", help="the tool cache: stats, export, merge two, prune by age or server", **fmt)
     c.add_argument("action", choices=["stats", "export", "merge", "prune"])
-    c.add_argument("store", help="the cache (an SQLite file, as given to tool_cache=)")
+    c.add_argument("store", help="the cache, as given to tool_cache=: an SQLite file or redis://host:port/db")
     c.add_argument("--json", action="store_true", help="stats: as JSON")
     c.add_argument("--out", default=None, help="export: the JSONL file to write")
     c.add_argument("--from", dest="other", default=None, help="merge: the cache whose calls are added")

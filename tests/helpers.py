@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from aworld_gym.mcp.transports.shared import free_port, wait_port
@@ -41,23 +41,27 @@ def http_demo_server(transport: str = "streamable-http") -> Iterator[str]:
 
 @contextlib.contextmanager
 def http_server(args: list[str], path: str = "mcp") -> Iterator[str]:
-    """Run ``python <args> --port N`` (an HTTP MCP server on 127.0.0.1); yields ``http://127.0.0.1:N/<path>``.
+    """Run ``python <args> --port N`` (an HTTP MCP server on 127.0.0.1); yields ``http://127.0.0.1:N/<path>``."""
+    with listening(lambda port: [sys.executable, *args, "--port", str(port)], 60) as port:
+        yield f"http://127.0.0.1:{port}/{path}"
 
-    The port is a free one the kernel picked; should another process (a parallel test worker) take it before the
-    server binds it, the server exits and is started again on another port."""
+
+@contextlib.contextmanager
+def listening(command: Callable[[int], list[str]], timeout: float) -> Iterator[int]:
+    """Run ``command(port)`` (a server on a free port the kernel picked) until it listens; yields the port, and
+    stops the server after.
+
+    Should another process (a parallel test worker) take the port before the server binds it, the server exits and
+    is started again on another port."""
     for _ in range(3):
         port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, *args, "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        argv = command(port)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            up = wait_port(port, proc, 60)
+            up = wait_port(port, proc, timeout)
             exited = proc.poll() is not None
             if up:
-                yield f"http://127.0.0.1:{port}/{path}"
+                yield port
                 return
         finally:
             proc.terminate()
@@ -67,7 +71,29 @@ def http_server(args: list[str], path: str = "mcp") -> Iterator[str]:
                 proc.kill()
         if not exited:  # neither listening nor gone: not a lost port
             break
-    raise RuntimeError(f"the HTTP server {args} did not start")
+    raise RuntimeError(f"the server {argv} did not start")
+
+
+@contextlib.contextmanager
+def redis_server(folder: Path, password: str | None = None) -> Iterator[str]:
+    """Debian's ``redis-server`` on 127.0.0.1 (a free port, no persistence, its files in ``folder``); yields its URL.
+
+    Skips the test when the server is not installed (``make`` installs it)."""
+    import shutil
+
+    import pytest
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (make setup installs Debian's package)")
+    auth = ["--requirepass", password] if password else []
+
+    def command(port: int) -> list[str]:
+        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(folder), "--daemonize", "no", "--loglevel", "warning", *auth]  # fmt: skip
+
+    with listening(command, 30) as port:
+        yield f"redis://{':' + password + '@' if password else ''}127.0.0.1:{port}/0"
 
 
 def child_pids() -> set[int]:

@@ -55,8 +55,8 @@ class ToolOptions(SettingsGroup):
         roots: folders or ``file://`` URIs listed to servers that ask (``"{work}"``: the env's work folders);
             ``None``: the roots capability is not declared. A server entry's own three keys win over these.
         restart: restart a server whose connection died (at the next call or reset).
-        cache: record and replay of the calls: a store (an SQLite file path; mode ``replay``) or ``{"store", "mode",
-            "on_error"}``, the default of every server (an entry's own ``"cache"`` wins); held as
+        cache: record and replay of the calls: a store (an SQLite file path, or ``redis://host:port/db`` for a
+            cluster; mode ``replay``) or ``{"store", "mode", "on_error"}``, the default of every server (an entry's own ``"cache"`` wins); held as
             :class:`~aworld_gym.mcp.cache.CacheSettings`. ``None``: every call is live. Flat: ``tool_cache``.
     """
 

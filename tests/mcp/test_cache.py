@@ -1,6 +1,7 @@
 """Record and replay of tool calls (issue 49): a run recorded against a live stdio server, replayed strictly with the
 server gone (identical trajectories), a reworded question missing exactly its new calls, replay recording what it
-lacks, 8 processes recording the same keys, and a store that cannot be used."""
+lacks, 8 processes recording the same keys, and a store that cannot be used; each store (SQLite, a real Redis server)
+keeps the same contract. The cluster's shared store: tests/rollout/test_ray_cluster.py."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination
 from aworld_gym.mcp.cache import HubCache, cache_settings, server_cache
 from aworld_gym.mcp.cache.keys import EpisodeScope, call_key
-from aworld_gym.mcp.cache.store import CacheError, Recorded, SqliteStore
+from aworld_gym.mcp.cache.store import CacheError, Recorded, SqliteStore, open_store
 from aworld_gym.mcp.config import parse_mcp_config
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.policies.plan import PlanPolicy
+from tests.helpers import redis_server
 
 # search(q) answers differently at every call (a live web search, a month later: its answer counts the calls logged so
 # far by every process); add(k) keeps a
@@ -194,26 +196,90 @@ def test_modes_need_a_store_and_are_checked():
     assert cache_settings("x.sqlite").mode == "replay"
 
 
-def _write(db: str, worker: int, shared: int, own: int) -> int:
-    store = SqliteStore(db)
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_at(request, tmp_path):
+    """A new store's address: an SQLite file, or a prefix of its own on the module's Redis server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tools.sqlite")
+    return f"{request.getfixturevalue('redis_url')}?prefix={request.node.name}:"
+
+
+def _record(key: str, server: str = "web", created: float | None = None, **result) -> Recorded:
+    return Recorded(key, server, "search", "{}", {"content": [], **result}, False, created or time.time(), 0.0)
+
+
+def _write(where: str, worker: int, shared: int, own: int) -> int:
+    store = open_store(where)
     added = 0
     for i in range(shared):  # every process records these same keys
-        added += store.put(Recorded(f"shared-{i}", "web", "search", "{}", {"content": [], "n": worker}, False,
-                                    time.time(), 0.0))  # fmt: skip
+        added += store.put(_record(f"shared-{i}", n=worker))
     for i in range(own):
-        added += store.put(Recorded(f"own-{worker}-{i}", "web", "search", "{}", {"content": []}, False, time.time(),
-                                    0.0))  # fmt: skip
+        added += store.put(_record(f"own-{worker}-{i}"))
     return added
 
 
-def test_eight_processes_recording_the_same_keys_keep_one_entry_each_and_lose_none(tmp_path):
-    db = str(tmp_path / "tools.sqlite")
-    SqliteStore(db).close()
+def test_eight_processes_recording_the_same_keys_keep_one_entry_each_and_lose_none(store_at):
+    open_store(store_at).close()
     with multiprocessing.get_context("spawn").Pool(8) as pool:
-        added = pool.starmap(_write, [(db, w, 200, 50) for w in range(8)])
-    rows = sqlite3.connect(db).execute("SELECT count(*), count(DISTINCT key) FROM calls").fetchone()
-    assert rows == (200 + 8 * 50, 200 + 8 * 50)
+        added = pool.starmap(_write, [(store_at, w, 200, 50) for w in range(8)])
+    keys = [r.key for r in open_store(store_at).records()]
+    assert len(keys) == len(set(keys)) == 200 + 8 * 50
     assert sum(added) == 200 + 8 * 50  # each shared key added by exactly one process
+
+
+def test_every_store_keeps_the_first_entry_lists_prunes_and_merges(store_at, tmp_path):
+    store = open_store(store_at)
+    old = time.time() - 10 * 86400
+    assert store.put(_record("k1", created=old, n=1)) and not store.put(_record("k1", n=2))  # the first one stays
+    assert store.put(_record("k2", server="files")) and store.put(_record("k3"))
+    assert store.get("k1").result == {"content": [], "n": 1} and store.get("nope") is None
+    assert [r.key for r in store.records()] == ["k1", "k2", "k3"] and [r.key for r in store.records("files")] == ["k2"]
+    store.put_listing("web", [{"name": "search"}], {"name": "web", "version": "1"})
+    store.put_listing("web", [{"name": "search"}, {"name": "fetch"}], None)  # the latest listing wins
+    assert store.listing("web") == ([{"name": "search"}, {"name": "fetch"}], None) and store.listing("x") is None
+    stats = store.stats()
+    assert stats["calls"] == 3 and stats["servers"]["web"]["calls"] == 2 and stats["listed"] == ["web"]
+
+    other = SqliteStore(tmp_path / "other.sqlite")  # a merge across kinds: SQLite into this one
+    other.put(_record("k3", n=9))
+    other.put(_record("k4"))
+    other.put_listing("files", [{"name": "read"}], None)
+    assert store.merge(other) == 1 and store.get("k3").result == {"content": []}  # k3 here stays as it was
+    assert sorted(store.listings()) == ["files", "web"]
+    assert store.prune(before=time.time() - 5 * 86400) == 1 and store.get("k1") is None
+    assert store.prune(server="files") == 1 and [r.key for r in store.records()] == ["k3", "k4"]
+    assert store.stats()["servers"].keys() == {"web"}
+    with pytest.raises(ValueError, match="an age"):
+        store.prune()
+    read_only = open_store(store_at, read_only=True)
+    with pytest.raises(CacheError):  # replay-strict never writes
+        read_only.put(_record("k5"))
+    assert read_only.get("k4") is not None
+
+
+def test_a_redis_store_that_cannot_be_used_is_a_clear_error(redis_url, tmp_path, caplog):
+    from aworld_gym.mcp.transports.shared import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    with pytest.raises(CacheError, match="cannot be used: ConnectionError"):
+        open_store(dead)
+    with redis_server(tmp_path, password="s3cret") as locked:
+        with pytest.raises(CacheError, match="cannot be used: AuthenticationError") as wrong:
+            open_store(locked.replace("s3cret", "guess"))
+        assert "guess" not in str(wrong.value) and "***" in str(wrong.value)  # the password is not repeated
+        assert open_store(locked).stats()["path"] == locked.replace("s3cret", "***")
+    tasks = [_task(0, "moon landing")]
+    stopped = _run(tmp_path, tasks, {"store": dead, "mode": "record"}, "stopped")
+    assert stopped[0]["status"] == "void" and "cannot be used" in json.dumps(stopped[0])
+    assert _live_calls(tmp_path) == []
+    went_on = _run(tmp_path, tasks, {"store": dead, "mode": "record", "on_error": "live"}, "went_on")
+    assert went_on[0]["termination"] == "answer" and len(_live_calls(tmp_path)) == 2
 
 
 def test_a_store_that_cannot_be_used_is_a_clear_error_or_left_out_as_configured(tmp_path, caplog):
@@ -269,3 +335,15 @@ def test_the_cache_command_shows_exports_merges_and_prunes(tmp_path, capsys):
     assert main(["cache", "prune", a, "--server", "files"]) == 0 and "deleted 1 calls" in capsys.readouterr().out
     assert main(["cache", "prune", a]) == 2  # neither an age nor a server: an error, said in one line
     assert main(["cache", "stats", str(tmp_path / "missing.sqlite")]) == 2
+
+
+def test_the_cache_command_merges_a_machine_cache_into_the_cluster_one(redis_url, tmp_path, capsys):
+    from aworld_gym.cli import main
+
+    local, cluster = str(tmp_path / "a.sqlite"), f"{redis_url}?prefix=cli:"
+    store = SqliteStore(local)
+    for k in ("k1", "k2"):
+        store.put(_record(k))
+    assert main(["cache", "merge", cluster, "--from", local]) == 0 and "added 2 calls" in capsys.readouterr().out
+    assert main(["cache", "stats", cluster, "--json"]) == 0 and json.loads(capsys.readouterr().out)["calls"] == 2
+    assert main(["cache", "prune", cluster, "--server", "web"]) == 0 and "deleted 2 calls" in capsys.readouterr().out

@@ -1,5 +1,6 @@
-"""A simulated 3-node Ray cluster: actors land on every node, sized from its CPUs, and a rollout that loses a node
-mid-run records every episode exactly once, the lost node's jobs re-run on the others, and leaves no process."""
+"""A simulated 3-node Ray cluster: actors land on every node, sized from its CPUs, the actors of every node share
+one tool cache (a real Redis server), and a rollout that loses a node mid-run records every episode exactly once, the
+lost node's jobs re-run on the others, and leaves no process."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import pytest
 
 from aworld_gym.rollout.collect import collect
 from aworld_gym.rollout.policies.plan import PlanPolicy
-from tests.helpers import plan_tasks, wait_until
+from tests.helpers import plan_tasks, redis_server, wait_until
 
 ENV = "AWorld/MCP-v0"
 EPISODES = 48
@@ -57,6 +58,37 @@ def test_actors_land_on_every_node_one_per_cpu(cluster):
         where = {ray.get(m.handle.ready.remote())[0] for m in engine.pool.members}
         assert sorted(placed) == sorted(alive) and where == alive  # one actor per CPU: one per node here
         assert [m.slots for m in engine.pool.members] == [2, 2, 2]
+
+
+def test_the_actors_of_every_node_share_one_tool_cache(cluster, tmp_path):
+    """Actors on all three nodes record into one Redis store; then, with the tool server's command gone, a strict
+    replay on the cluster and one in the driver give the same episodes: every node's calls were kept where every
+    process reads them."""
+    ray, _, _ = cluster
+    from aworld_gym.mcp.cache.store import open_store
+    from aworld_gym.rollout.engines.ray_engine import RayEngine
+
+    def run(command: str, mode: str, name: str, engine=None) -> list:
+        server = {"command": command, "args": ["-m", "aworld_gym.mcp.demo_server"], "pool": 1}
+        kw = {"mcp_config": {"mcpServers": {"demo": server}}, "tasks": plan_tasks(6), "tool_cache": {"store": url,
+              "mode": mode}}  # fmt: skip
+        out = tmp_path / f"{name}.jsonl"
+        collect(ENV, PlanPolicy(), episodes=12, engine=engine, env_kwargs=kw, sink=out, progress=False)
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        return sorted(((r["task_id"], r["sample"]), [t.get("observation") for t in r["turns"]], r["reward"],
+                       r["termination"]) for r in rows)  # fmt: skip
+
+    with redis_server(tmp_path) as url:
+        with RayEngine(concurrency=6, address="auto") as engine:
+            recorded = run(sys.executable, "record", "record", engine)
+            nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            assert set(engine.last_run.recorded_on.values()) == nodes  # every node recorded some of the episodes
+            assert len(recorded) == 12 and all(end == "answer" and reward == 1.0 for *_, reward, end in recorded)
+            assert open_store(url).stats()["calls"] == 12  # one add per episode, each kept once
+            assert run("/nonexistent/python", "replay-strict", "strict", engine) == recorded
+            assert set(engine.last_run.recorded_on.values()) == nodes
+        # the driver, no actor of any node, replays what the actors recorded (a miss would end an episode void)
+        assert run("/nonexistent/python", "replay-strict", "driver") == recorded
 
 
 def test_a_node_removed_mid_run_loses_no_episode_and_doubles_none(cluster, tmp_path):

@@ -30,7 +30,7 @@ from typing import Any
 
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.mcp.cache.keys import SCOPES, EpisodeScope, call_key, canonical
-from aworld_gym.mcp.cache.store import CacheError, Recorded, SqliteStore, open_store
+from aworld_gym.mcp.cache.store import CacheError, Recorded, ToolStore, open_store
 
 __all__ = ["MODES", "SCOPES", "CacheError", "CacheSettings", "HubCache", "ServerCache", "cache_settings",
            "server_cache"]  # fmt: skip
@@ -88,13 +88,14 @@ def server_cache(name: str, value: Any) -> ServerCache | None:
 
 
 def cache_settings(value: Any, where: str = "tool_cache") -> CacheSettings | None:
-    """``ToolOptions.cache``: ``None``, a store path (mode ``replay``), or ``{"store", "mode", "on_error"}``."""
+    """``ToolOptions.cache``: ``None``, a store (an SQLite file path or ``redis://host:port/db``; mode ``replay``),
+    or ``{"store", "mode", "on_error"}``."""
     if value is None or isinstance(value, CacheSettings):
         return value
     if isinstance(value, str | Path):
         value = {"store": str(value)}
     if not isinstance(value, Mapping) or not isinstance(value.get("store"), str | Path) or not str(value["store"]):
-        raise ConfigError(f"{where} must be a store (an SQLite file path) or {{'store': ..., 'mode': ..., "
+        raise ConfigError(f"{where} must be a store (an SQLite file path or redis://host:port/db) or {{'store': ..., 'mode': ..., "
                           "'on_error': ...}")  # fmt: skip
     unknown = set(value) - {"store", "mode", "on_error"}
     if unknown:
@@ -107,14 +108,14 @@ def cache_settings(value: Any, where: str = "tool_cache") -> CacheSettings | Non
     return CacheSettings(str(value["store"]), mode, on_error)
 
 
-_stores: dict[tuple[str, bool], SqliteStore] = {}
+_stores: dict[tuple[str, bool], ToolStore] = {}
 # replay: the calls of this process on their way to a server, by (event loop, store, key): the same call made at once
 # by several episodes (the samples of a GRPO group) reaches the server once; the others wait for its result
 _in_flight: dict[tuple[int, str, str], Any] = {}
 _stores_lock = threading.Lock()
 
 
-def shared_store(where: str, read_only: bool) -> SqliteStore:
+def shared_store(where: str, read_only: bool) -> ToolStore:
     """This process's store at ``where`` (one connection, shared by every hub that uses it)."""
     key = (str(Path(where).expanduser().resolve()) if "://" not in where else where, read_only)
     with _stores_lock:
@@ -145,7 +146,7 @@ class HubCache:
             self.modes[spec.name], self.scopes[spec.name], self.ids[spec.name] = mode, own.scope, own.id or spec.name
         self.episode = EpisodeScope()
         self.counts: Counter[str] = Counter()
-        self._store: SqliteStore | None = None
+        self._store: ToolStore | None = None
         self._store_failed = False
         # per episode-scoped server, the calls of this episode served from the store in `replay` mode, which the live
         # server has not seen: sent to it before the episode's first call that must reach it (its state rebuilt)
@@ -158,7 +159,7 @@ class HubCache:
     def mode(self, server: str) -> str:
         return "live" if self._store_failed else self.modes.get(server, "live")
 
-    def store(self) -> SqliteStore | None:
+    def store(self) -> ToolStore | None:
         """The store (opened on first use; read-only when every server replays strictly). A store that cannot be
         opened stops the run (``on_error="stop"``: :class:`CacheError`) or is left out with a warning."""
         if self._store is None and self.used and not self._store_failed and self.settings is not None:
@@ -227,7 +228,7 @@ class HubCache:
                 self._failed(exc)
                 found = None
             kept = found.result if found is not None else None
-            flight = (id(asyncio.get_running_loop()), str(store.path), key)
+            flight = (id(asyncio.get_running_loop()), store.where, key)
             if kept is None and flight in _in_flight:  # the same call is on its way to the server: wait for it
                 kept = await asyncio.shield(_in_flight[flight])  # None: it failed, so this one goes itself
             if kept is not None:

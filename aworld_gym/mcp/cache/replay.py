@@ -12,10 +12,10 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from aworld_gym.mcp.cache.store import CacheError, SqliteStore
+from aworld_gym.mcp.cache.store import CacheError, ToolStore
 
 
-def replay_server(store: SqliteStore, ident: str, counts: Counter[str]) -> Any:
+def replay_server(store: ToolStore, ident: str, counts: Counter[str]) -> Any:
     """The replay server of the server kept as ``ident`` in ``store``."""
     import mcp_types as types
     from mcp import MCPError
@@ -25,7 +25,7 @@ def replay_server(store: SqliteStore, ident: str, counts: Counter[str]) -> Any:
 
     listed = store.listing(ident)
     if listed is None:
-        raise CacheError(f"the tool cache at {store.path} holds no tools listed by server {ident!r}: record a run "
+        raise CacheError(f"the tool cache at {store.where} holds no tools listed by server {ident!r}: record a run "
                          "with its mode 'record' or 'replay' first")  # fmt: skip
     tools_json, info = listed
     tools = [types.Tool.model_validate(t) for t in tools_json]

@@ -1,12 +1,15 @@
-"""Where recorded tool calls live: one interface, a store for each scale.
+"""Where recorded tool calls live: one interface (:class:`ToolStore`), a store for each scale.
 
-:class:`SqliteStore` is the store of one machine: an SQLite database in WAL mode, which many processes read and write
-at once (a writer waits for another's transaction up to ``busy_timeout_s``; ``INSERT OR IGNORE`` keeps the first
-entry of a key, so processes recording the same call at once keep one and lose none).
+- :class:`SqliteStore` is the store of one machine: an SQLite database in WAL mode, which many processes read and
+  write at once (a writer waits for another's transaction up to ``busy_timeout_s``; ``INSERT OR IGNORE`` keeps the
+  first entry of a key, so processes recording the same call at once keep one and lose none).
+- :class:`~aworld_gym.mcp.cache.redis_store.RedisStore` is the store of a cluster: a Redis server every node reaches
+  (``redis://host:port/db``), where a key is kept by ``SET NX`` in one script with its indexes, with the same
+  first-entry-wins rule.
 
-A store holds two tables: ``calls`` (one row per key: the MCP result as the server returned it, as JSON, with the
-server, tool, arguments, when and how long it took) and ``listings`` (per server identity, the tools it listed and
-what it said it was, so that ``replay-strict`` can offer the tools without reaching the server).
+A store holds two kinds of things: calls (one per key: the MCP result as the server returned it, as JSON, with the
+server, tool, arguments, when and how long it took) and listings (per server identity, the tools it listed and what
+it said it was, so that ``replay-strict`` can offer the tools without reaching the server).
 """
 
 from __future__ import annotations
@@ -76,7 +79,86 @@ def _recorded(row: tuple[Any, ...]) -> Recorded:
     return Recorded(key, server, tool, arguments, json.loads(result), bool(is_error), created, latency_s, version)
 
 
-class SqliteStore:
+class ToolStore:
+    """What every store offers: calls by key (the first entry of a key stays), listings by server, and upkeep.
+
+    A store implements ``get``, ``put``, ``records``, ``put_listing``, ``listing``, ``listings``, ``prune`` and
+    ``close``; ``stats``, ``merge`` and ``export`` work on any store (``merge`` between two kinds too).
+    ``where`` names it in messages (a path or a URL without its password).
+    """
+
+    where: str = ""
+    read_only: bool = False
+
+    def get(self, key: str) -> Recorded | None:
+        raise NotImplementedError
+
+    def put(self, record: Recorded) -> bool:
+        """Keep ``record`` unless its key is there already (the first one stays); True when it was added."""
+        raise NotImplementedError
+
+    def records(self, server: str | None = None) -> Iterator[Recorded]:
+        """Every recorded call (of ``server``), oldest first."""
+        raise NotImplementedError
+
+    def put_listing(self, server: str, tools: list[dict[str, Any]], server_info: dict[str, Any] | None) -> None:
+        """The tools ``server`` listed (the latest listing wins)."""
+        raise NotImplementedError
+
+    def listing(self, server: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None] | None:
+        raise NotImplementedError
+
+    def listings(self) -> dict[str, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
+        raise NotImplementedError
+
+    def prune(self, *, before: float | None = None, server: str | None = None) -> int:
+        """Delete the calls recorded before ``before`` (a time) and/or of ``server``; returns how many went."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """Calls per server (with errors, first and last recorded, tool time) and the servers listed."""
+        servers: dict[str, dict[str, Any]] = {}
+        for r in self.records():
+            row = servers.setdefault(r.server, {"calls": 0, "errors": 0, "first": r.created, "last": r.created,
+                                                "latency_s": 0.0})  # fmt: skip
+            row["calls"] += 1
+            row["errors"] += int(r.is_error)
+            row["first"], row["last"] = min(row["first"], r.created), max(row["last"], r.created)
+            row["latency_s"] += r.latency_s
+        return {"path": self.where, "calls": sum(v["calls"] for v in servers.values()),
+                "servers": dict(sorted(servers.items())), "listed": sorted(self.listings())}  # fmt: skip
+
+    def merge(self, other: ToolStore) -> int:
+        """Add ``other``'s calls and listings that this store lacks (a key here stays as it is); returns the calls
+        added."""
+        added = sum(self.put(record) for record in other.records())
+        mine = self.listings()
+        for server, (tools, info) in other.listings().items():
+            if server not in mine:
+                self.put_listing(server, tools, info)
+        return added
+
+    def export(self, out: str | Path) -> int:
+        """Every call and listing as JSON lines (``{"call": {...}}``, ``{"listing": {...}}``); returns the calls."""
+        n = 0
+        with open(out, "w", encoding="utf-8") as f:
+            for server, (tools, info) in sorted(self.listings().items()):
+                f.write(json.dumps({"listing": {"server": server, "tools": tools, "server_info": info}}) + "\n")
+            for record in self.records():
+                f.write(json.dumps({"call": dataclasses.asdict(record)}, ensure_ascii=False) + "\n")
+                n += 1
+        return n
+
+
+def check_prune(before: float | None, server: str | None) -> None:
+    if before is None and server is None:
+        raise ValueError("prune needs an age (before) or a server")
+
+
+class SqliteStore(ToolStore):
     """The recorded calls in one SQLite file (WAL mode), shared by every process on this machine that opens it.
 
     Args:
@@ -90,6 +172,7 @@ class SqliteStore:
 
     def __init__(self, path: str | Path, *, read_only: bool = False, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path).expanduser()
+        self.where = str(self.path)
         self.read_only = read_only
         self._lock = threading.Lock()
         try:
@@ -128,7 +211,6 @@ class SqliteStore:
         return _recorded(rows[0]) if rows else None
 
     def put(self, record: Recorded) -> bool:
-        """Keep ``record`` unless its key is there already (the first one stays); True when it was added."""
         with self._lock:
             try:
                 cursor = self._db.execute(f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -138,14 +220,12 @@ class SqliteStore:
             return cursor.rowcount == 1
 
     def records(self, server: str | None = None) -> Iterator[Recorded]:
-        """Every recorded call (of ``server``), oldest first."""
         where, args = ("WHERE server = ?", (server,)) if server else ("", ())
         for row in self._run(f"SELECT {_COLUMNS} FROM calls {where} ORDER BY created", args):
             yield _recorded(row)
 
     # ----- listings --------------------------------------------------------------------------------------
     def put_listing(self, server: str, tools: list[dict[str, Any]], server_info: dict[str, Any] | None) -> None:
-        """The tools ``server`` listed (the latest listing wins)."""
         self._run("INSERT OR REPLACE INTO listings (server, tools, server_info, created) VALUES (?,?,?,?)",
                   (server, json.dumps(tools, ensure_ascii=False), json.dumps(server_info), time.time()))  # fmt: skip
 
@@ -159,7 +239,6 @@ class SqliteStore:
 
     # ----- upkeep ----------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """Calls per server (with errors, first and last recorded) and the servers listed."""
         rows = self._run("SELECT server, count(*), sum(is_error), min(created), max(created), sum(latency_s) "
                          "FROM calls GROUP BY server ORDER BY server")  # fmt: skip
         servers = {s: {"calls": n, "errors": e or 0, "first": lo, "last": hi, "latency_s": lat or 0.0}
@@ -168,9 +247,7 @@ class SqliteStore:
                 "listed": sorted(self.listings())}  # fmt: skip
 
     def prune(self, *, before: float | None = None, server: str | None = None) -> int:
-        """Delete the calls recorded before ``before`` (a time) and/or of ``server``; returns how many went."""
-        if before is None and server is None:
-            raise ValueError("prune needs an age (before) or a server")
+        check_prune(before, server)
         clauses, args = [], []
         if before is not None:
             clauses.append("created < ?")
@@ -185,36 +262,22 @@ class SqliteStore:
                 raise CacheError(f"the tool cache at {self.path} failed: {type(exc).__name__}: {exc}") from exc
             return cursor.rowcount
 
-    def merge(self, other: SqliteStore) -> int:
-        """Add ``other``'s calls and listings that this store lacks (a key here stays as it is); returns the calls
-        added."""
-        added = sum(self.put(record) for record in other.records())
-        mine = self.listings()
-        for server, (tools, info) in other.listings().items():
-            if server not in mine:
-                self.put_listing(server, tools, info)
-        return added
-
-    def export(self, out: str | Path) -> int:
-        """Every call and listing as JSON lines (``{"call": {...}}``, ``{"listing": {...}}``); returns the calls."""
-        n = 0
-        with open(out, "w", encoding="utf-8") as f:
-            for server, (tools, info) in sorted(self.listings().items()):
-                f.write(json.dumps({"listing": {"server": server, "tools": tools, "server_info": info}}) + "\n")
-            for record in self.records():
-                f.write(json.dumps({"call": dataclasses.asdict(record)}, ensure_ascii=False) + "\n")
-                n += 1
-        return n
-
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
 
-def open_store(where: str | Path, *, read_only: bool = False) -> SqliteStore:
-    """The store at ``where``: an SQLite file path (``sqlite:///path`` too)."""
+def open_store(where: str | Path, *, read_only: bool = False) -> ToolStore:
+    """The store at ``where``: an SQLite file path (``sqlite:///path`` too), or a Redis server
+    (``redis://[:password@]host:port/db``, ``rediss://`` for TLS; ``?prefix=NAME`` keeps this cache's keys apart from
+    others' on the same server)."""
     text = str(where)
+    if text.startswith(("redis://", "rediss://", "unix://")):
+        from aworld_gym.mcp.cache.redis_store import RedisStore
+
+        return RedisStore(text, read_only=read_only)
     if "://" in text and not text.startswith("sqlite:///"):
         scheme = text.split("://", 1)[0]
-        raise ConfigError(f"tool cache {text!r}: the {scheme!r} store is not available; give an SQLite file path")
+        raise ConfigError(f"tool cache {text!r}: no {scheme!r} store; give an SQLite file path (one machine) or "
+                          "redis://host:port/db (a cluster)")  # fmt: skip
     return SqliteStore(text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text, read_only=read_only)
