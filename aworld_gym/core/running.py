@@ -224,6 +224,8 @@ class Episode:
             info["images"] = images
         if ending.truncated:
             info["truncation_reason"] = ending.reason
+        if parsed.errors:  # the turn's text failed to parse (parse health, on faces that see only infos)
+            info["parse_errors"] = list(parsed.errors)
         if changed is not None:
             info["tools"] = changed[1]
         if state is not None:

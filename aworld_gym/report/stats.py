@@ -85,7 +85,8 @@ class RunStats:
         self.envs: Counter[str] = Counter()
         self.policies: Counter[str] = Counter()
         self.malformed: Counter[str] = Counter()  # records skipped, by what was wrong with them
-        self.health = ParseHealth(alarm=False)  # whether the model calls tools and its calls parse
+        # whether the model calls tools and its calls parse; the alarm the run would have raised, kept (not warned)
+        self.health = ParseHealth(quiet=True)
 
     def add(self, record: Mapping[str, Any]) -> bool:
         """Count ``record``; a malformed one is only counted as such. Returns whether it was read."""
@@ -181,7 +182,7 @@ class RunStats:
             # infrastructure's failures (masked in training): void/rate and void/<kind>, as the trainer faces log them
             "void": {"rate": self.statuses.get(VOID, 0) / n if n else None, "by_kind": dict(self.void_kinds)},
             "tools": tools,
-            "parse_health": {k: v for k, v in self.health.to_dict().items() if k != "alarms"},
+            "parse_health": {**self.health.to_dict(), "timeline": self.health.timeline()},
             "latency": {
                 p: {"p50": quantile(v, 0.5), "p90": quantile(v, 0.9), "mean": _mean(v)} for p, v in self.parts.items()
             },

@@ -90,6 +90,8 @@ def render(summary: dict[str, Any]) -> str:
                 ("answers without a tool call", h["answers_without_tool_call"],
                  _pct(h["answers_without_tool_call"] / episodes), "of the episodes")]  # fmt: skip
         parts.append(table(["", "count", "share", ""], rows, "parse health"))
+        if h.get("alarms"):
+            parts.append("\n".join(f"ALARM {alarm}" for alarm in h["alarms"]))
     if s["latency"]:
         rows = [(p.removesuffix("_s"), _s(v["p50"]), _s(v["p90"]), _s(v["mean"])) for p, v in s["latency"].items()]
         parts.append(table(["part", "p50", "p90", "mean"], rows, "latency per episode"))

@@ -165,6 +165,24 @@
     return {type: "histogram", name: short(r.run), opacity: 0.7, x: eps.filter(function (e) { return e.run === ri; }).map(function (e) { return numeric(e.reward); })};
   }), {barmode: "overlay"});
 
+  // Parse health over the run: per slice of consecutive episodes, the share that called a tool and the share of
+  // turns that failed to parse; the alarms the run's window raised (tool calls gone, calls malformed) below it.
+  var healthy = runs.filter(function (r) { return r.parse_health && r.parse_health.turns; });
+  if (healthy.length) {
+    var traces = [];
+    healthy.forEach(function (r) {
+      var t = r.parse_health.timeline;
+      traces.push({type: "scatter", mode: "lines+markers", name: short(r.run) + ": episodes with a tool call", x: t.episodes, y: t.tool_call_episodes});
+      traces.push({type: "scatter", mode: "lines+markers", line: {dash: "dot"}, name: short(r.run) + ": turns that failed to parse", x: t.episodes, y: t.parse_failure_turns});
+    });
+    chart("Parse health over the run", traces, {xaxis: {title: {text: "episodes"}}, yaxis: {range: [0, 1], tickformat: ".0%"}});
+    healthy.forEach(function (r) {
+      (r.parse_health.alarms || []).forEach(function (a) {
+        $("charts").appendChild(h("p", {cls: "note alarm", text: short(r.run) + ": " + a}));
+      });
+    });
+  }
+
   // ----- GRPO groups -----------------------------------------------------------------------------------------
   var groups = {};
   eps.forEach(function (e) { var k = e.run + "\u0000" + e.task; (groups[k] = groups[k] || []).push(e); });

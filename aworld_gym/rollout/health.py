@@ -26,10 +26,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EpisodeHealth", "ParseHealth", "ParseHealthWarning", "episode_health", "error_kinds", "health_metrics"]
+__all__ = [
+    "ALARMS",
+    "EpisodeHealth",
+    "ParseHealth",
+    "ParseHealthWarning",
+    "episode_health",
+    "error_kinds",
+    "health_metrics",
+    "info_turn",
+]
 
 logger = logging.getLogger(__name__)
 
+ALARMS = ("no_tool_call", "parse_failures")  # the alarms ParseHealth raises, by name
 FORMAT_ERROR = "Format error: "  # how the env's observation opens on a turn with format errors (core.running)
 
 # the env's format errors (aworld_gym.core.actions), by kind: each match of a pattern is one error of its kind
@@ -76,6 +86,14 @@ class EpisodeHealth:
         return self.answered and self.tool_turns == 0
 
 
+def info_turn(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn as :func:`episode_health` reads it, from a step's ``info`` (what a face sees that drives the env's
+    steps itself, RLlib's): its tool calls and results, and its parse errors (``info["parse_errors"]``)."""
+    errors = info.get("parse_errors") or []
+    return {"tool_calls": info.get("tool_calls"), "tool_results": info.get("tool_results"), "action": "-",
+            "observation": FORMAT_ERROR + "; ".join(map(str, errors)) if errors else ""}  # fmt: skip
+
+
 def episode_health(record: Mapping[str, Any]) -> EpisodeHealth:
     """The parse health of one trajectory record."""
     health = EpisodeHealth(answered=record.get("answer") is not None)
@@ -106,6 +124,9 @@ class ParseHealth:
         parse_failures: the alarm's share of turns (of the window's) whose text failed to parse.
         min_episodes: the alarm waits for this many episodes (a window's worth by default, at most 200).
         alarm: ``False`` turns the alarm off (the counts stay).
+        quiet: the alarm is only kept (``alarms``), neither warned nor logged (``aworld-gym report`` reading a run).
+
+    ``timeline()`` gives the run's course: the shares of up to ``points`` consecutive slices of its episodes.
     """
 
     window: int = 200
@@ -113,6 +134,7 @@ class ParseHealth:
     parse_failures: float = 0.2
     min_episodes: int | None = None
     alarm: bool = True
+    quiet: bool = False
     episodes: int = 0
     turns: int = 0
     tool_turns: int = 0
@@ -126,6 +148,8 @@ class ParseHealth:
     alarms: list[str] = field(default_factory=list)
     _recent: deque[EpisodeHealth] = field(default_factory=deque, repr=False)
     _raised: set[str] = field(default_factory=set, repr=False)
+    # per episode, in order: (called a tool at all, turns, turns that failed to parse), for timeline()
+    _course: list[tuple[bool, int, int]] = field(default_factory=list, repr=False)
 
     def add(self, record: Mapping[str, Any]) -> EpisodeHealth:
         """Count one record in; returns its health. May raise the alarm (a warning, once per crossing)."""
@@ -140,6 +164,7 @@ class ParseHealth:
         self.empty += health.empty
         self.no_tool_episodes += health.tool_turns == 0
         self.answers_without_tool_call += health.answer_without_tool_call
+        self._course.append((health.tool_turns > 0, health.turns, health.failed_turns))
         if self.alarm:
             self._recent.append(health)
             if len(self._recent) > self.window:
@@ -170,8 +195,28 @@ class ParseHealth:
         self._raised.add(name)
         text = f"parse health, after {self.episodes} episodes: {message}"
         self.alarms.append(text)
-        logger.warning(text)
-        warnings.warn(text, ParseHealthWarning, stacklevel=2)
+        if not self.quiet:
+            logger.warning(text)
+            warnings.warn(text, ParseHealthWarning, stacklevel=2)
+
+    @property
+    def raised(self) -> frozenset[str]:
+        """The alarms over their threshold now (``no_tool_call``, ``parse_failures``)."""
+        return frozenset(self._raised)
+
+    def timeline(self, points: int = 50) -> dict[str, list[Any]]:
+        """The run's course in up to ``points`` consecutive slices of its episodes: the last episode of each
+        (1-based), the share of its episodes that called a tool, and of its turns that failed to parse."""
+        n = len(self._course)
+        size = max(1, -(-n // points))
+        ends, tools, failed = [], [], []
+        for start in range(0, n, size):
+            part = self._course[start : start + size]
+            turns = sum(t for _, t, _ in part)
+            ends.append(start + len(part))
+            tools.append(sum(called for called, _, _ in part) / len(part))
+            failed.append(sum(f for _, _, f in part) / turns if turns else 0.0)
+        return {"episodes": ends, "tool_call_episodes": tools, "parse_failure_turns": failed}
 
     def shares(self) -> dict[str, float]:
         """The run's shares: turns with a tool call, turns that failed to parse, episodes with no tool call,

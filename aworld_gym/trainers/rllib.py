@@ -9,7 +9,7 @@ ids as the observation::
 
     register_all()
     config = PPOConfig().environment("AWorld/MCP-v0", env_config={**env_kwargs, "menu": [call_a, call_b, answer]})
-    config = config.callbacks(void_metrics())  # void/rate and void/<kind> in RLlib's results
+    config = config.callbacks(void_metrics())  # void/rate, void/<kind> and parse/* in RLlib's results
 
 RLlib's EnvRunner owns the episode loop (it calls ``env.step`` itself), so this face is an env, not a run of the
 episode driver. A void episode (infrastructure's fault: ``env_crash``, ``tool_timeout``) ends *truncated*, so
@@ -113,16 +113,29 @@ def register_all() -> list[str]:
 
 def void_metrics() -> type:
     """An ``RLlibCallback`` class logging ``void/rate`` (the share of episodes that ended for infrastructure reasons)
-    and ``void/<kind>`` counts, for ``config.callbacks(void_metrics())``."""
+    and ``void/<kind>`` counts, for ``config.callbacks(void_metrics())``; and each episode's parse health (from its
+    steps' infos): ``parse/tool_call_turns`` and ``parse/failure_turns`` (the episode's shares, averaged over
+    episodes), ``parse/no_tool_call_episodes`` (the share of episodes) and ``parse/unknown_tools`` (calls, summed)."""
     from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    from aworld_gym.rollout.health import episode_health, info_turn
 
     class VoidMetrics(RLlibCallback):
         def on_episode_end(self, *, episode: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
             kind = (episode.get_infos(-1) or {}).get("truncation_reason") if episode.is_truncated else None
             void = kind in Termination.VOID
-            if metrics_logger is not None:
-                metrics_logger.log_value("void/rate", float(void), reduce="mean")
-                if void:
-                    metrics_logger.log_value(f"void/{kind}", 1.0, reduce="sum")
+            if metrics_logger is None:
+                return
+            metrics_logger.log_value("void/rate", float(void), reduce="mean")
+            if void:
+                metrics_logger.log_value(f"void/{kind}", 1.0, reduce="sum")
+            # the steps' infos (a step's has "tool_calls"; reset's has not)
+            steps = [info for info in episode.get_infos() if isinstance(info, dict) and "tool_calls" in info]
+            health = episode_health({"turns": [info_turn(info) for info in steps]})
+            if health.turns:
+                metrics_logger.log_value("parse/tool_call_turns", health.tool_turns / health.turns, reduce="mean")
+                metrics_logger.log_value("parse/failure_turns", health.failed_turns / health.turns, reduce="mean")
+            metrics_logger.log_value("parse/no_tool_call_episodes", float(health.tool_turns == 0), reduce="mean")
+            metrics_logger.log_value("parse/unknown_tools", float(health.unknown_tools), reduce="sum")
 
     return VoidMetrics

@@ -37,6 +37,7 @@ import aworld_gym
 from aworld_gym.core.trajectory import VOID, Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.groups import check_void_policy, finish_group, training_rewards
+from aworld_gym.rollout.health import health_metrics
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.text_episode import SyncTextEpisode
 from aworld_gym.trainers.seam.rows import row_env, void_weight
@@ -113,9 +114,14 @@ class AWorldTextEnv(BaseTextEnv):
                 "score": t.score, "task_id": t.task_id}  # fmt: skip
 
     def get_metrics(self) -> dict[str, Any]:
+        """The episode's numbers, which SkyRL averages over a batch's envs: its status, score, turns and reward,
+        and its parse health (``parse/tool_call_turns``, ``parse/failure_turns``: shares of its turns;
+        ``parse/no_tool_call_episodes``: 1 when it called no tool; ``parse/unknown_tools``: calls)."""
         t = self.trajectory
+        health = health_metrics([t])
         return {"void": float(t.void), "score": float(t.score or 0.0), "turns": float(t.num_turns),
-                "reward": t.reward, "weight": self._metadata()["weight"], "trajectory": float(self.key)}  # fmt: skip
+                "reward": t.reward, "weight": self._metadata()["weight"], **health,
+                "trajectory": float(self.key)}  # fmt: skip
 
     def close(self) -> None:
         self.episode.close()

@@ -20,13 +20,17 @@ import atexit
 import logging
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.core.trajectory import Trajectory, void_counts
 from aworld_gym.rollout.envs import EnvLike, env_factory, env_name
 from aworld_gym.rollout.groups import GroupCollector, check_void_policy
+from aworld_gym.rollout.health import ALARMS, ParseHealth, health_metrics
 from aworld_gym.rollout.pool import EnvPool
+from aworld_gym.rollout.sinks import JSONLSink
+from aworld_gym.rollout.sinks.sink_files import OutputWriteError
 from aworld_gym.rollout.tokens import ChatTokens, Generate, TokenMode
 from aworld_gym.trainers.seam.env_loop import EnvLoop
 from aworld_gym.trainers.seam.groups import group_keys, rewards_by_group
@@ -137,6 +141,8 @@ class AWorldRolloutFunc:
         max_model_len: int | None = None,
         max_new_tokens: int | None = None,
         overflow_reward: float = 0.0,
+        parse_health: ParseHealth | None = None,
+        out: str | Path | None = None,
     ) -> None:
         self.make = env_factory(env_id, env_kwargs)
         self.env_id, self.env_kwargs = env_name(env_id), env_kwargs
@@ -151,6 +157,9 @@ class AWorldRolloutFunc:
         self._warned_adhoc = False
         self.overflow = OverflowWatch("max_completion_length (or make_rollout_func's max_new_tokens)")
         self.last_trajectories: list[Trajectory] = []
+        # every episode of the training run: whether the model still calls tools (the alarm), and its records
+        self.health = parse_health if parse_health is not None else ParseHealth()
+        self._out = JSONLSink(out, resume=True, keyed=False) if out else None
         _live.add(self)
 
     # The envs and their loop live as long as this object (the trainer holds it).
@@ -159,6 +168,8 @@ class AWorldRolloutFunc:
             self.envs.call(self.pool.aclose(), timeout=120)
             self.envs.stop()
         self.pool.close()
+        if self._out is not None:
+            self._out.close()
 
     def _task_of(self, prompt: Any) -> dict[str, Any]:
         """reset() options for a prompt: its task id when the prompt is one of the env's tasks."""
@@ -213,8 +224,24 @@ class AWorldRolloutFunc:
             collector.expect(key)
         for key, traj in zip(keys, trajectories, strict=True):
             collector.add(key, traj)
-        _log_void(trainer, trajectories)
+        self._watch(trajectories, trainer)
+        _log_void(trainer, trajectories, self.health)
         return batch_of(trajectories, chat, prompts, keys)
+
+    def _watch(self, trajectories: list[Trajectory], trainer: Any) -> None:
+        """Count the batch into the run's parse health (its alarm may fire) and append its records to ``out``,
+        each with the trainer's step (``train_step``); a failed write is logged once, training goes on."""
+        step = getattr(getattr(trainer, "state", None), "global_step", None)
+        for traj in trajectories:
+            record = traj.to_record()
+            self.health.add(record)
+            if self._out is not None and self._out.failed is None:
+                if step is not None:
+                    record["train_step"] = int(step)
+                try:
+                    self._out.write(record)
+                except OutputWriteError as exc:
+                    logger.error("the training episodes are no longer written to %s: %s", self._out.path, exc)
 
     @staticmethod
     def _any_active(accelerator: Any, n: int) -> bool:
@@ -268,16 +295,18 @@ def batch_of(
     return out
 
 
-def _log_void(trainer: Any, trajectories: list[Trajectory]) -> None:
+def _log_void(trainer: Any, trajectories: list[Trajectory], health: ParseHealth | None = None) -> None:
     """``void/rate`` and ``void/<kind>``, and the batch's parse health (``parse/tool_call_turns``,
-    ``parse/failure_turns``, ``parse/no_tool_call_episodes``, ``parse/unknown_tools``) to the trainer's logger (TRL's
-    ``_log_metric``, averaged over ranks)."""
-    from aworld_gym.rollout.health import health_metrics
-
+    ``parse/failure_turns``, ``parse/no_tool_call_episodes``, ``parse/unknown_tools``; with the run's ``health``,
+    ``parse/alarm_no_tool_call`` and ``parse/alarm_parse_failures``: 1 while that alarm is over its threshold) to the
+    trainer's logger (TRL's ``_log_metric``, averaged over ranks)."""
     log = getattr(trainer, "_log_metric", None)
     if log is None:
         return
-    for name, value in {**void_counts(trajectories), **health_metrics(trajectories)}.items():
+    metrics = {**void_counts(trajectories), **health_metrics(trajectories)}
+    if health is not None:
+        metrics.update({f"parse/alarm_{name}": float(name in health.raised) for name in ALARMS})
+    for name, value in metrics.items():
         try:
             log(name, float(value))
         except Exception:
@@ -297,7 +326,8 @@ def _close_all() -> None:
 def make_rollout_func(
     env_id: EnvLike, *, max_workers: int = 8, generate: Callable[[Any], Generate] | None = None,
     void_policy: str = "mask", retry_void: int | None = None, max_model_len: int | None = None,
-    max_new_tokens: int | None = None, overflow_reward: float = 0.0, **env_kwargs: Any,
+    max_new_tokens: int | None = None, overflow_reward: float = 0.0, parse_health: ParseHealth | None = None,
+    out: str | Path | None = None, **env_kwargs: Any,
 ) -> AWorldRolloutFunc:  # fmt: skip
     """A ``rollout_func`` for ``GRPOTrainer`` that runs each prompt as a multi-turn episode of ``env_id``.
 
@@ -315,14 +345,21 @@ def make_rollout_func(
         max_new_tokens: tokens per model turn (default: what is left of ``max_completion_length``).
         generate: ``trainer -> (inputs, max_new_tokens) -> [(ids, logprobs)]``, to override the backend (the
             default is the trainer's vLLM when ``use_vllm=True``, else its HF model).
+        parse_health: the training run's parse health (:class:`~aworld_gym.rollout.health.ParseHealth`): every
+            episode is counted in, and its alarm warns (:class:`~aworld_gym.rollout.health.ParseHealthWarning` and a
+            log line) when the model stops calling tools or its calls stop parsing over the last ``window``
+            episodes. Default: a window of 200, alarms at 95% of episodes without a tool call or 20% of turns that
+            fail to parse. Read it as ``rollout_func.health``.
+        out: a JSONL file that every episode's record is appended to (with the trainer's ``train_step``), for
+            ``aworld-gym report`` (its parse-health table, plot and alarms over the run).
         env_kwargs: passed to ``gym.make``.
 
     The returned dict holds ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` and the Trajectory's
     fields ``reward``, ``score``, ``reward_components``, ``num_turns``, ``termination``, ``status``, ``weight`` and
     ``task_id`` (reward functions receive them as keyword arguments; see :func:`env_reward`). The env's group reward
     hooks run once on the episodes of each prompt in the batch (a GRPO group; void ones left out) and are included
-    in ``reward`` and ``reward_components``. ``void/rate`` and ``void/<kind>`` go to the trainer's logs.
+    in ``reward`` and ``reward_components``. ``void/rate``, ``void/<kind>`` and ``parse/*`` go to the trainer's logs.
     """
     return AWorldRolloutFunc(env_id, env_kwargs, max_workers=max_workers, generate=generate, void_policy=void_policy,
                              retry_void=retry_void, max_model_len=max_model_len, max_new_tokens=max_new_tokens,
-                             overflow_reward=overflow_reward)  # fmt: skip
+                             overflow_reward=overflow_reward, parse_health=parse_health, out=out)  # fmt: skip

@@ -217,7 +217,7 @@ def test_charts_name_terminations_order_tasks_naturally_and_keep_titles_clear(tm
                  "1", "a2b3", "HumanEval/0", "task-8", "HumanEval/11", "HumanEval/2"]  # fmt: skip
         assert page.js(f"() => {json.dumps(mixed)}.sort(window.aworldReport.natural)") == sorted(mixed, key=natural_key)
         # Every chart's title is drawn and clear of the mode bar (which shows always where hover is unavailable).
-        assert len(seen["boxes"]) == 5, seen["boxes"]  # by task, terminations, pass@k, turns, reward
+        assert len(seen["boxes"]) == 6, seen["boxes"]  # by task, terminations, pass@k, turns, reward, parse health
         for b in seen["boxes"]:
             (l1, t1, r1, b1), (l2, t2, r2, b2) = b["gtitle"], b["modebar"]
             assert b["text"] == b["title"] and r1 > l1 and b1 > t1 and r2 > l2 and b2 > t2, b

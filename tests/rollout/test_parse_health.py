@@ -89,3 +89,50 @@ def test_the_report_shows_parse_health(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "parse health" in text and "turns that failed to parse" in text
     assert "invalid_json 3, unclosed_tag 3" in text and "33.3%" in text  # 6 of 18 turns; 6 tool turns of 18
+
+
+def _episode(i: int, calls: bool) -> dict:
+    """A record of an episode that called a tool then answered, or answered at once."""
+    call = {"turn": 1, "action": '<tool_call>{"name": "add"}</tool_call>', "reward": 0.0,
+            "tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}],
+            "tool_results": [{"name": "add", "text": "5", "error": None}], "observation": "5"}  # fmt: skip
+    answer = {"turn": 2 if calls else 1, "action": "<answer>5</answer>", "reward": 1.0}
+    return {"episode_id": f"e{i}", "env_id": "AWorld/MCP-v0", "task_id": f"t{i % 8}", "sample": i // 8,
+            "score": 1.0, "reward": 1.0, "num_turns": 2 if calls else 1, "termination": "answer", "status": "ok",
+            "answer": "5", "turns": [call, answer] if calls else [answer]}  # fmt: skip
+
+
+def test_the_report_shows_the_run_s_course_and_the_alarm_its_window_raised(tmp_path, capsys):
+    """A run whose model called a tool in its first 100 episodes and in none of the next 300: the report (text and
+    HTML, checked in headless Chromium) says when the run's alarm (the default window of 200) would have fired, and
+    plots the share of episodes calling a tool falling to 0; a run that kept calling tools has no alarm."""
+    import json
+
+    from aworld_gym.report.html import build
+    from tests.report_page import Page
+
+    stopped, kept = tmp_path / "stopped.jsonl", tmp_path / "kept.jsonl"
+    stopped.write_text("".join(json.dumps(_episode(i, i < 100)) + "\n" for i in range(400)))
+    kept.write_text("".join(json.dumps(_episode(i, True)) + "\n" for i in range(400)))
+    assert main(["report", str(stopped)]) == 0
+    alarm = (
+        "parse health, after 290 episodes: no tool call in 95% of the last 200 episodes (alarm at 95%): the "
+        "model has stopped using its tools"
+    )
+    assert f"ALARM {alarm}" in capsys.readouterr().out
+    assert main(["report", str(kept)]) == 0 and "ALARM" not in capsys.readouterr().out
+    build([stopped, kept], tmp_path / "r.html")
+    with Page(tmp_path / "r.html") as page:
+        page.open("")
+        seen = page.js("""() => {
+            const chart = [...document.querySelectorAll('.chart')].find(c => c.dataset.title === 'Parse health over the run');
+            return {traces: chart.data.map(t => ({name: t.name, x: t.x, y: t.y})),
+                    alarms: [...document.querySelectorAll('.note.alarm')].map(p => p.textContent)};
+        }""")  # fmt: skip
+    tools = {t["name"]: t for t in seen["traces"]}
+    course = tools["stopped.jsonl: episodes with a tool call"]
+    assert course["x"][:2] == [8, 16] and course["x"][-1] == 400  # 50 slices of 8 episodes
+    assert course["y"][:12] == [1.0] * 12 and course["y"][13:] == [0.0] * 37  # 12.5 slices called tools
+    assert set(tools["kept.jsonl: episodes with a tool call"]["y"]) == {1.0}
+    assert set(tools["stopped.jsonl: turns that failed to parse"]["y"]) == {0.0}
+    assert seen["alarms"] == [f"stopped.jsonl: {alarm}"]

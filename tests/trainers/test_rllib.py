@@ -146,7 +146,7 @@ def test_rllib_ppo_learns_the_tool_choice_on_held_out_tasks(ray_local, seed):
     assert row["lr0"]["tensors_moved"] == 0 and row["trained"]["tensors_moved"] > 0
 
 
-def test_void_episodes_are_marked_and_counted():
+def test_void_episodes_are_marked_and_counted_with_the_episodes_parse_health():
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
@@ -154,17 +154,28 @@ def test_void_episodes_are_marked_and_counted():
     from tests.helpers import demo_env_kwargs
 
     crash = '<tool_call>{"name": "crash", "arguments": {}}</tool_call>'
-    env = make_env("AWorld/MCP-v0", {**demo_env_kwargs(2, "stdio"), "menu": [crash], "obs_tokens": 16})
+    malformed = "<tool_call>{name: add}</tool_call>"
+    unknown = '<tool_call>{"name": "subtract", "arguments": {}}</tool_call>'
+    env = make_env("AWorld/MCP-v0", {**demo_env_kwargs(2, "stdio"), "menu": [crash, malformed, unknown],
+                                     "obs_tokens": 16})  # fmt: skip
     try:
         obs, info = env.reset(options={"task_index": 0})
+        infos = [info] + [env.step(a)[4] for a in (1, 2)]
         obs2, reward, terminated, truncated, info = env.step(0)  # the server process exits mid-episode
+        infos.append(info)
     finally:
         env.close()
     assert truncated and not terminated and info["truncation_reason"] == "env_crash" and info["status"] == "void"
+    assert "invalid JSON" in infos[1]["parse_errors"][0] and "parse_errors" not in infos[2]
     callback, logger = void_metrics()(), MetricsLogger()
-    for infos in ([{}, info], [{}, {"truncation_reason": "turn_limit"}]):
-        episode = SingleAgentEpisode(observations=[obs, obs2], infos=infos, actions=[0], rewards=[reward],
-                                     truncated=True)  # fmt: skip
+    for steps in (infos, [{}, {"tool_calls": [], "truncation_reason": "turn_limit"}]):
+        episode = SingleAgentEpisode(observations=[obs] * len(steps), infos=steps, actions=[0] * (len(steps) - 1),
+                                     rewards=[reward] * (len(steps) - 1), truncated=True, len_lookback_buffer=0)  # fmt: skip
         callback.on_episode_end(episode=episode, metrics_logger=logger, env_index=0)
     out = logger.reduce()
     assert out["void/rate"].peek() == 0.5 and out["void/env_crash"].peek() == 1.0
+    # the first episode: 3 turns, 2 with a tool call (the unknown one counts), 1 that failed to parse; the second
+    # called no tool
+    assert out["parse/tool_call_turns"].peek() == pytest.approx((2 / 3 + 0) / 2)
+    assert out["parse/failure_turns"].peek() == pytest.approx((1 / 3 + 0) / 2)
+    assert out["parse/no_tool_call_episodes"].peek() == 0.5 and out["parse/unknown_tools"].peek() == 1.0

@@ -45,6 +45,9 @@ def test_every_id_through_skyrl_gyms_registry_gives_the_drivers_trajectory():
     assert outputs[0]["observations"][0]["role"] == "tool" and outputs[0]["observations"][0]["content"] == "3.0"
     assert [o["done"] for o in outputs] == [False, True] and outputs[-1]["metadata"]["status"] == "ok"
     assert metrics["void"] == 0.0 and metrics["score"] == 1.0
+    # its parse health, which SkyRL averages over the batch: one of its two turns called a tool
+    assert metrics["parse/tool_call_turns"] == 0.5 and metrics["parse/no_tool_call_episodes"] == 0.0
+    assert metrics["parse/failure_turns"] == 0.0 and metrics["parse/unknown_tools"] == 0.0
 
     plain = gym.make("AWorld/MCP-v0", **kwargs)
     try:

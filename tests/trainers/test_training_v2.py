@@ -1,5 +1,6 @@
 """Training v2: one Trajectory through every face, void episodes masked in a real TRL GRPO step, context limits."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -93,7 +94,7 @@ def test_void_samples_are_masked_in_a_real_trl_grpo_step(tiny, tmp_path):
     model, tok = AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny)
     chat = ChatTokens(tok)
     kwargs = demo_env_kwargs(4, "stdio")
-    rf = make_rollout_func("AWorld/MCP-v0", generate=KillsHalf(chat), **kwargs)
+    rf = make_rollout_func("AWorld/MCP-v0", generate=KillsHalf(chat), out=tmp_path / "train.jsonl", **kwargs)
     seen = []
     inner = rf.__call__
 
@@ -131,7 +132,10 @@ def test_void_samples_are_masked_in_a_real_trl_grpo_step(tiny, tmp_path):
     turns = [t for traj in seen for t in traj.turns]
     assert health["parse/tool_call_turns"] == pytest.approx(sum(bool(t["tool_calls"]) for t in turns) / len(turns))
     assert set(health) == {"parse/tool_call_turns", "parse/failure_turns", "parse/no_tool_call_episodes",
-                           "parse/unknown_tools"}  # fmt: skip
+                           "parse/unknown_tools", "parse/alarm_no_tool_call", "parse/alarm_parse_failures"}  # fmt: skip
+    assert health["parse/alarm_no_tool_call"] == 0.0 and rf.health.episodes == 4  # the run's window: 4 of 200
+    written = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["train_step"]) for r in written] == [("ok", 0), ("void", 0)] * 2  # every episode kept
 
 
 def test_context_limit_in_trls_rollout_func(tiny):
