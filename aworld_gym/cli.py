@@ -148,7 +148,8 @@ def _report(args: argparse.Namespace) -> int:
     from aworld_gym.report.stats import compare, summarize
     from aworld_gym.report.tables import render, render_comparison
 
-    summaries = [summarize(run, by=args.by) for run in args.runs]
+    alarm = {"window": args.parse_window, "no_tool_call": args.no_tool_alarm, "parse_failures": args.parse_failure_alarm}
+    summaries = [summarize(run, by=args.by, alarm=alarm) for run in args.runs]
     print("\n\n".join(render(s) for s in summaries))
     comparison = compare(summaries) if len(summaries) > 1 else None
     if comparison is not None:
@@ -162,7 +163,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.html:
         from aworld_gym.report.html import build
 
-        made = build(args.runs, args.html, by=args.by, max_mb=args.max_mb)
+        made = build(args.runs, args.html, by=args.by, max_mb=args.max_mb, alarm=alarm)
         b = made["bound"]
         print(f"wrote {made['out']} ({made['bytes'] / 2**20:.1f} MB; transcripts of {b['embedded']} of "
               f"{b['episodes']} episodes embedded{', a uniform sample' if b['sampled'] else ''})")  # fmt: skip
@@ -366,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="write the same numbers as JSON here")
     p.add_argument("--html", default=None, help="write a self-contained HTML report here")
     p.add_argument("--max-mb", type=float, default=40.0, help="transcripts embedded in the HTML, at most (MB)")
+    p.add_argument("--parse-window", type=int, default=200, help="parse-health alarm: over the last N episodes")
+    p.add_argument("--no-tool-alarm", type=float, default=0.95, help="alarm: share of the window with no tool call")
+    p.add_argument("--parse-failure-alarm", type=float, default=0.2, help="alarm: share of turns failing to parse")
     p.set_defaults(func=_report)
     e = sub.add_parser("envs", help="the registered ids: the kwargs each needs, its tools, its reference policy", **fmt)
     e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)

@@ -144,7 +144,8 @@ def transcript(record: dict[str, Any], text_chars: int, images: Images) -> dict[
 
 
 def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_mb: float = 40.0,
-          text_chars: int = 4000, max_image_mb: float = 20.0, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+          text_chars: int = 4000, max_image_mb: float = 20.0, seed: int = 0,
+          alarm: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the report of the runs in ``paths`` to ``out``; returns what it holds (the summaries, counts)."""
     import plotly.offline
 
@@ -156,7 +157,7 @@ def build(paths: list[str | Path], out: str | Path, by: str | None = None, max_m
     kept_bytes, seen_after_full, cap, cut = 0, 0, None, 0
     summaries = []
     for run, path in enumerate(paths):
-        stats = RunStats(str(path), by)
+        stats = RunStats(str(path), by, alarm)
         images.root = screenshots_folder(path)
         skipped: list[int] = []
         for record in iter_records(path, skipped=skipped):

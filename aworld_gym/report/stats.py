@@ -65,7 +65,7 @@ def task_field(record: Mapping[str, Any], field: str) -> Any:
 class RunStats:
     """Accumulates the numbers of one run, a record at a time."""
 
-    def __init__(self, name: str, by: str | None = None) -> None:
+    def __init__(self, name: str, by: str | None = None, alarm: Mapping[str, Any] | None = None) -> None:
         self.name, self.by = name, by
         self.episodes = 0
         self.successes = 0
@@ -85,8 +85,9 @@ class RunStats:
         self.envs: Counter[str] = Counter()
         self.policies: Counter[str] = Counter()
         self.malformed: Counter[str] = Counter()  # records skipped, by what was wrong with them
-        # whether the model calls tools and its calls parse; the alarm the run would have raised, kept (not warned)
-        self.health = ParseHealth(quiet=True)
+        # whether the model calls tools and its calls parse; the alarm the run would have raised (``alarm``: its
+        # window and thresholds, ParseHealth's keywords), kept, not warned
+        self.health = ParseHealth(**{**(alarm or {}), "quiet": True})
 
     def add(self, record: Mapping[str, Any]) -> bool:
         """Count ``record``; a malformed one is only counted as such. Returns whether it was read."""
@@ -206,9 +207,11 @@ def _headline(g: RunStats) -> dict[str, Any]:
     }
 
 
-def summarize(path: str | Path, by: str | None = None, name: str | None = None) -> dict[str, Any]:
-    """The summary of one trajectory file (streamed)."""
-    stats = RunStats(name or str(path), by)
+def summarize(path: str | Path, by: str | None = None, name: str | None = None,
+              alarm: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The summary of one trajectory file (streamed); ``alarm``: the parse-health alarm's window and thresholds
+    (:class:`~aworld_gym.rollout.health.ParseHealth`'s keywords; default its own)."""
+    stats = RunStats(name or str(path), by, alarm)
     skipped: list[int] = []
     for record in iter_records(path, skipped=skipped):
         stats.add(record)

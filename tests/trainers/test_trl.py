@@ -392,6 +392,41 @@ def test_grpo_learns_the_tool_choice_on_the_test_split_and_its_controls_do_not(w
     assert not row["lr0"]["passed"], summary
 
 
+@pytest.fixture(scope="module")
+def half_tool(tmp_path_factory):
+    """The tiny Qwen3 warm-started to call a tool in about half its episodes (:mod:`aworld_gym.fixtures.tool_dropout`)."""
+    from aworld_gym.fixtures.tool_dropout import warm_model as half_tool_model
+
+    return half_tool_model(tmp_path_factory.mktemp("half-tool"))
+
+
+@pytest.mark.timeout(1200)
+def test_training_the_model_off_its_tools_raises_the_parse_health_alarm_and_its_controls_do_not(half_tool, tmp_path,
+                                                                                                capsys):  # fmt: skip
+    """The frozen experiment of :mod:`aworld_gym.fixtures.tool_dropout`: GRPO with a reward for answering without a
+    tool drives the model off its tools, and the training run's parse-health alarm fires while it trains (a
+    ParseHealthWarning), not at its first window; the same number of steps toward the tools, and at learning rate
+    0, never fire it. `aworld-gym report` of the training run's episodes (the rollout function's `out`) raises the same
+    alarm, and none for the control's."""
+    from aworld_gym.cli import main
+    from aworld_gym.fixtures import tool_dropout
+
+    out = {which: tool_dropout.run(half_tool, tmp_path, which) for which in tool_dropout.RUNS}
+    summary = {k: (v["tool_call_episodes_per_step"], v["alarms"]) for k, v in out.items()}
+    print(f"parse-health learning test (tool-call share per step, alarms): {summary}")
+    trained = out["trained"]
+    assert trained["passed"] and any(tool_dropout.NO_TOOL in w for w in trained["warned"]), summary
+    assert trained["tool_call_share_first_window"] > 0.25, summary  # it started with tools
+    assert not out["tools"]["passed"] and not out["lr0"]["passed"], summary
+    flags = ["--parse-window", str(tool_dropout.RECIPE["window"]), "--no-tool-alarm",
+             str(tool_dropout.RECIPE["no_tool_call"])]  # fmt: skip
+    assert main(["report", trained["out"], *flags]) == 0
+    first = next(a for a in trained["alarms"] if tool_dropout.NO_TOOL in a)
+    assert f"ALARM {first}" in capsys.readouterr().out  # the same alarm, after the same episode
+    assert main(["report", out["tools"]["out"], *flags]) == 0
+    assert tool_dropout.NO_TOOL not in capsys.readouterr().out
+
+
 def test_recipe_settings_are_a_valid_grpo_config(tmp_path):
     import yaml
 
