@@ -148,7 +148,11 @@ def _report(args: argparse.Namespace) -> int:
     from aworld_gym.report.stats import compare, summarize
     from aworld_gym.report.tables import render, render_comparison
 
-    alarm = {"window": args.parse_window, "no_tool_call": args.no_tool_alarm, "parse_failures": args.parse_failure_alarm}
+    alarm = {
+        "window": args.parse_window,
+        "no_tool_call": args.no_tool_alarm,
+        "parse_failures": args.parse_failure_alarm,
+    }
     summaries = [summarize(run, by=args.by, alarm=alarm) for run in args.runs]
     print("\n\n".join(render(s) for s in summaries))
     comparison = compare(summaries) if len(summaries) > 1 else None
