@@ -34,6 +34,7 @@ from aworld_gym.core.spaces import UnicodeText
 from aworld_gym.core.task import Task, TaskSource, TaskSpec, load_tasks, pick_task, task_meta
 from aworld_gym.core.token_cut import load_tokenizer
 from aworld_gym.core.trajectory import RewardLedger, Source
+from aworld_gym.mcp.cache import cache_settings
 from aworld_gym.mcp.hub import ToolHub
 from aworld_gym.mcp.options import ToolOptions
 from aworld_gym.mcp.results import ToolResult
@@ -117,8 +118,9 @@ class MCPEnv(HoldsResources, gym.Env[str, str]):
                 if "tools" in servers:
                     raise ConfigError("tools= makes the in-process server 'tools': rename your server of that name")
                 servers["tools"] = function_server(list(tools))
+            cache = cache_settings(settings.tool_options.cache)
             self.hub = ToolHub(
-                self._holdings.resolve(mcp_config),
+                self._holdings.resolve(mcp_config, replayed=cache is not None and cache.mode == "replay-strict"),
                 servers=servers,
                 options=settings.tool_options,
                 work_folders=self.work_folders(),

@@ -71,6 +71,11 @@ class LocalServer:
         )
 
 
+NEVER_REACHED = (
+    "http://127.0.0.1:9/replay-strict"  # the discard port: what a strictly replayed local server's entry names
+)
+
+
 @dataclass
 class Held:
     """A resource an env holds: released once when the env closes."""
@@ -91,8 +96,10 @@ class Holdings:
         self.items.append(Held(resource, server_name, getattr(resource, "starts", 0)))
         return url
 
-    def resolve(self, config: Mapping[str, Any] | Any) -> Any:
-        """``config`` with every :class:`LocalServer` value acquired and replaced by its entry."""
+    def resolve(self, config: Mapping[str, Any] | Any, replayed: bool = False) -> Any:
+        """``config`` with every :class:`LocalServer` value acquired and replaced by its entry. ``replayed``: the
+        servers replay strictly from the tool cache (``replay-strict``), which never reaches them: a local server is
+        then neither started nor held (its entry names an address nothing listens on, never connected to)."""
         if not isinstance(config, Mapping):
             return config
         entries = config.get("mcpServers")
@@ -100,7 +107,13 @@ class Holdings:
             return config
         out = {}
         for name, value in entries.items():
-            out[name] = value.entry(self.hold(value.server, name)) if isinstance(value, LocalServer) else value
+            if not isinstance(value, LocalServer):
+                out[name] = value
+            elif replayed:
+                out[name] = {**value.entry(NEVER_REACHED), "cache": "replay-strict"}
+                out[name].pop("socket", None)
+            else:
+                out[name] = value.entry(self.hold(value.server, name))
         return {**config, "mcpServers": out}
 
     def check(self) -> list[str]:

@@ -5,9 +5,10 @@
   ``llm_engine.generate(token_ids, sampling_params)`` call, and returns OpenRLHF's response dict:
   ``observation_tokens`` (prompt, model and env ids), ``action_ranges`` (the model's spans only),
   ``rollout_log_probs`` (aligned with the tokens, 0 outside the model's spans), ``reward``, ``scores``,
-  ``truncated``, ``extra_logs``. A void episode has no action range (nothing trained) and, as its reward, its
-  group's live mean (the samples of one ``generate_responses`` call), so the group baseline does not move;
-  ``extra_logs["void"]`` counts it.
+  ``truncated``, ``extra_logs`` (``void``, ``weight``, ``turns`` and the episode's ``parse/*`` health, which
+  OpenRLHF logs). A void episode has no action range (nothing trained) and, as its reward, its group's live mean
+  (the samples of one ``generate_responses`` call), so the group baseline does not move; ``extra_logs["void"]``
+  counts it.
 - :class:`AWorldAgentInstance` (text, for OpenRLHF's own ``MultiTurnAgentExecutor``): ``reset`` / ``step`` with
   ``rewards``, ``scores``, ``environment_feedback`` (the env's turn rendered by the chat template), ``done``.
 
@@ -29,6 +30,7 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.groups import finish_group
+from aworld_gym.rollout.health import health_metrics
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.text_episode import TextEpisode
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
@@ -113,7 +115,8 @@ def response(prompt: Any, label: Any, images: Any, traj: Trajectory, reward: flo
         "reward": reward, "scores": traj.score if traj.score is not None else reward,
         "observation_tokens": prompt_ids + completion, "action_ranges": ranges, "rollout_log_probs": log_probs,
         "truncated": traj.termination in TRUNCATING,
-        "extra_logs": {"void": float(traj.void), "weight": traj.weight, "turns": float(traj.num_turns)},
+        "extra_logs": {"void": float(traj.void), "weight": traj.weight, "turns": float(traj.num_turns),
+                       **health_metrics([traj])},
     }  # fmt: skip
 
 
@@ -161,4 +164,4 @@ class AWorldAgentInstance(AgentInstanceBase):
         reward = turn.reward if turn is not None and not traj.void else 0.0
         return {"rewards": torch.tensor(float(reward)), "scores": torch.tensor(float(traj.score or 0.0)),
                 "environment_feedback": feedback, "done": traj.done,
-                "extra_logs": {"void": float(traj.void), "weight": traj.weight}}  # fmt: skip
+                "extra_logs": {"void": float(traj.void), "weight": traj.weight, **health_metrics([traj])}}  # fmt: skip

@@ -67,6 +67,8 @@ def test_the_executor_is_token_exact_and_a_real_agent_executor(tiny):
     assert len(out["rollout_log_probs"]) == len(out["observation_tokens"])
     assert {lp for lp, m in zip(out["rollout_log_probs"], mask, strict=True) if m} == {-0.5}
     assert out["reward"] == 1.0 == out["scores"] and not out["truncated"] and out["extra_logs"]["void"] == 0.0
+    # the episode's parse health, which OpenRLHF logs: a tool call, then the answer
+    assert out["extra_logs"]["parse/tool_call_turns"] == 0.5 and out["extra_logs"]["parse/failure_turns"] == 0.0
 
 
 def test_void_samples_have_no_action_range_and_keep_the_groups_baseline(tiny):

@@ -4,6 +4,7 @@ import json
 import sys
 
 import gymnasium as gym
+import psutil
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -85,8 +86,9 @@ def test_sample_set_covers_the_styles():
 
 
 def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay_with_no_server(tmp_path):
-    """The sample set solved against its live tools, every call recorded (issue 49); then replayed strictly with the
-    Python server's address dead (replay-strict never connects to a server): the same observations and rewards."""
+    """The sample set solved against its live tools, every call recorded (issue 49); then replayed strictly: the same
+    observations and rewards, and the shared Python server the env holds (settings of its own, so a process of its
+    own) is never started."""
     cache = {"store": str(tmp_path / "tools.sqlite"), "mode": "replay"}
 
     def run(name: str, **kwargs) -> tuple:
@@ -99,9 +101,12 @@ def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay
     live, seen = run("live")
     assert (live.recorded, live.successes) == (32, 32), live.terminations
     cache["mode"] = "replay-strict"
-    replayed, seen_again = run("replayed", python_server="http://127.0.0.1:9/mcp")
+    replayed, seen_again = run("replayed", memory_mb=1536)
     assert (replayed.recorded, replayed.successes) == (32, 32), replayed.first_errors
     assert seen_again == seen
+    servers = [p.cmdline() for p in psutil.Process().children(recursive=True) if "aworld_gym.sandbox.server" in
+               " ".join(p.cmdline())]  # fmt: skip
+    assert servers and not [c for c in servers if "1536" in c], servers  # the live run's server only
 
 
 def test_episode_prompt_tools_and_final_answer_forms():
