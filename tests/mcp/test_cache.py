@@ -347,3 +347,20 @@ def test_the_cache_command_merges_a_machine_cache_into_the_cluster_one(redis_url
     assert main(["cache", "merge", cluster, "--from", local]) == 0 and "added 2 calls" in capsys.readouterr().out
     assert main(["cache", "stats", cluster, "--json"]) == 0 and json.loads(capsys.readouterr().out)["calls"] == 2
     assert main(["cache", "prune", cluster, "--server", "web"]) == 0 and "deleted 2 calls" in capsys.readouterr().out
+
+
+def test_a_redis_store_that_dies_between_runs_stops_the_run_or_is_left_out_as_configured(tmp_path, caplog):
+    """The process keeps its store open across runs: a Redis server gone since the last one fails the next run's
+    first lookup. ``on_error="stop"``: every episode ends void with the store's error, each recorded; ``"live"``: a
+    warning, and the calls go to the servers."""
+    tasks = [_task(0, "moon landing"), _task(1, "tallest tree")]
+    with redis_server(tmp_path) as url:
+        first = _run(tmp_path, tasks, {"store": url, "mode": "replay"}, "first")
+        assert [r["termination"] for r in first] == ["answer", "answer"] and len(_live_calls(tmp_path)) == 4
+    stopped = _run(tmp_path, tasks, {"store": url, "mode": "replay"}, "stopped")
+    assert [(r["status"], r["task_id"]) for r in stopped] == [("void", "t0"), ("void", "t1")]
+    assert all("the tool cache at" in json.dumps(r) and "failed" in json.dumps(r) for r in stopped), stopped[0]
+    assert len(_live_calls(tmp_path)) == 4  # nothing reached the servers
+    went_on = _run(tmp_path, tasks, {"store": url, "mode": "replay", "on_error": "live"}, "went_on")
+    assert [r["termination"] for r in went_on] == ["answer", "answer"] and len(_live_calls(tmp_path)) == 8
+    assert any("unkept" in r.getMessage() for r in caplog.records)
