@@ -27,6 +27,7 @@ import aworld_gym  # noqa: F401 - registers the ids
 from aworld_gym.base.errors import ConfigError
 from aworld_gym.core.trajectory import Trajectory
 from aworld_gym.rollout.groups import check_void_policy
+from aworld_gym.rollout.health import health_metrics
 from aworld_gym.rollout.pool import EnvPools, run_pooled
 from aworld_gym.rollout.tokens import ChatTokens, TokenMode
 from aworld_gym.trainers.seam.groups import member_of
@@ -53,6 +54,15 @@ def per_token_versions(mask: list[int], turns: list[list[int]]) -> list[int]:
     return out
 
 
+def log_episode(traj: Trajectory) -> None:
+    """The episode's ``void`` (1 when infrastructure ended it) and parse health (``parse/*``) to AReaL's stats
+    tracker, in the workflow's scope (``rollout``, or ``eval-rollout``), where AReaL averages and logs them."""
+    from areal.infra import workflow_context
+    from areal.utils import stats_tracker
+
+    stats_tracker.get(workflow_context.stat_scope()).scalar(void=float(traj.void), **health_metrics([traj]))
+
+
 class AWorldWorkflow(RolloutWorkflow):
     """AWorld episodes as AReaL trajectories (see the module's docstring).
 
@@ -74,6 +84,7 @@ class AWorldWorkflow(RolloutWorkflow):
         # the members of one group get the same data object from AReaL's GroupedRolloutWorkflow
         traj, reward, versions = await member_of(str(id(data)), lambda: self._episode(engine, data), self.void_policy)
         self.last = traj
+        log_episode(traj)
         if traj.weight <= 0:
             return None  # rejected: AReaL leaves it out of training
         return self._tensors(traj, reward, versions)

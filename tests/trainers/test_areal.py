@@ -54,6 +54,10 @@ def test_the_workflow_returns_areals_tensors_token_exactly(tiny):
     versions = out["versions"][0].tolist()
     assert {v for v, m in zip(versions, mask, strict=True) if m} == {3} and set(versions[: len(ref.prompt_ids)]) == {-1}
     assert out["rewards"].tolist() == [1.0] and engine.requests[0].gconfig.max_new_tokens == 64
+    from areal.utils import stats_tracker
+
+    logged = stats_tracker.get("rollout").export()  # what AReaL logs: the episode's void and parse health
+    assert logged["void"] == 0.0 and logged["parse/tool_call_turns"] == 0.5 and logged["parse/failure_turns"] == 0.0
 
 
 def test_a_void_episode_is_rejected_or_zeroed_by_the_void_policy(tiny):
