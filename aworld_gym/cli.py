@@ -245,6 +245,26 @@ def _serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_model(args: argparse.Namespace) -> int:
+    from aworld_gym.base.http_guard import server_token
+    from aworld_gym.endpoint import HFBackend, TokenEndpoint
+
+    token, generated = server_token(args.host, args.token, args.generate_token)
+    kwargs = {"enable_thinking": False} if args.no_thinking else None
+    endpoint = TokenEndpoint(HFBackend(args.model), model_name=args.name or Path(args.model).name,
+                             max_tokens=args.max_tokens, temperature=args.temperature, chat_template_kwargs=kwargs,
+                             token=token, out=args.out, max_body_bytes=args.max_message_bytes,
+                             allowed_hosts=tuple(args.allowed_host), allowed_origins=tuple(args.allowed_origin))  # fmt: skip
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"serve-model: http://{shown}:{args.port}/v1 (an episode: POST /episodes, then its base_url or the header "
+          f"X-AWorld-Episode; DELETE /episodes/<id> returns its calls){'; records: ' + args.out if args.out else ''}",
+          flush=True)  # fmt: skip
+    if generated:
+        print(f"serve-model: every route needs the token: Authorization: Bearer {token}", flush=True)
+    endpoint.serve(args.host, args.port)
+    return 0
+
+
 def _cache(args: argparse.Namespace) -> int:
     import time
 
@@ -389,6 +409,21 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--env-kwargs", default=None, help="JSON object passed to gym.make with --env")
     q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     q.set_defaults(func=_rescore)
+    m = sub.add_parser("serve-model", help="a token-recording OpenAI-compatible endpoint over a local model", **fmt)
+    m.add_argument("model", help="a transformers model folder (its tokenizer and chat template are used)")
+    m.add_argument("--host", default="127.0.0.1", help="bind address (loopback unless told otherwise)")
+    m.add_argument("--port", type=int, default=8000)
+    m.add_argument("--name", default=None, help="the model name /v1/models lists (default: the folder's name)")
+    m.add_argument("--max-tokens", type=int, default=512, help="a completion's limit when a request gives none")
+    m.add_argument("--temperature", type=float, default=1.0, help="when a request gives none")
+    m.add_argument("--no-thinking", action="store_true", help="render with enable_thinking=False (Qwen3)")
+    m.add_argument("--out", default=None, help="append every call's record (prompt and completion ids, logprobs) here")
+    m.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN on every route")
+    m.add_argument("--generate-token", action="store_true", help="make a token (always, off loopback)")
+    m.add_argument("--max-message-bytes", type=int, default=8 << 20, help="the largest request body accepted")
+    m.add_argument("--allowed-host", action="append", default=[], help="a Host name accepted besides loopback")
+    m.add_argument("--allowed-origin", action="append", default=[], help="a browser Origin accepted (none by default)")
+    m.set_defaults(func=_serve_model)
     c = sub.add_parser("cache", help="the tool cache: stats, export, merge two, prune by age or server", **fmt)
     c.add_argument("action", choices=["stats", "export", "merge", "prune"])
     c.add_argument("store", help="the cache, as given to tool_cache=: an SQLite file or redis://host:port/db")

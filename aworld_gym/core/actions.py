@@ -282,37 +282,49 @@ class HermesParser:
 
     def _parse_tool_calls(self, body: str, action: ParsedAction) -> str:
         """Extract every ``<tool_call>`` block; return the text outside them."""
-        rest: list[str] = []
-        pos = 0
-        n = 0
-        while True:
-            start = body.find(_TOOL_OPEN, pos)
-            if start < 0:
-                rest.append(body[pos:])
-                break
-            rest.append(body[pos:start])
-            inner_start = start + len(_TOOL_OPEN)
-            end = body.find(_TOOL_CLOSE, inner_start)
-            if end < 0:
-                action.errors.append(f"tool call #{n + 1}: <tool_call> was opened but never closed with </tool_call>")
-                break
-            n += 1
-            pos = end + len(_TOOL_CLOSE)
-            if n > self.max_calls:
-                continue  # counted, not read: one error below names the limit
-            if body.find(_TOOL_OPEN, inner_start, end) >= 0:  # searched up to ``end`` only: each character once
-                action.errors.append(f"tool call #{n}: <tool_call> tags cannot be nested")
-                continue
-            call, error = _decode_call(body[inner_start:end], index=n, max_arguments=self.max_arguments)
-            if error:
-                action.errors.append(error)
-            elif call is not None:
-                action.tool_calls.append(call)
-        if n > self.max_calls:
-            action.errors.append(too_many_calls(n, self.max_calls))
-        if any(_TOOL_CLOSE in part for part in rest):
-            action.errors.append("a </tool_call> tag appeared without a matching <tool_call>")
-        return "".join(rest)
+        rest, calls, errors = read_tool_calls(body, self.max_calls, self.max_arguments)
+        action.tool_calls.extend(calls)
+        action.errors.extend(errors)
+        return rest
+
+
+def read_tool_calls(body: str, max_calls: int = MAX_CALLS, max_arguments: int = MAX_ARGUMENTS
+                    ) -> tuple[str, list[ToolCall], list[str]]:  # fmt: skip
+    """The Qwen3/Hermes ``<tool_call>`` JSON blocks of ``body``: the text outside them, the calls that decoded (the
+    first ``max_calls``), and an error per block that did not (and one for calls past ``max_calls``)."""
+    rest: list[str] = []
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    pos = 0
+    n = 0
+    while True:
+        start = body.find(_TOOL_OPEN, pos)
+        if start < 0:
+            rest.append(body[pos:])
+            break
+        rest.append(body[pos:start])
+        inner_start = start + len(_TOOL_OPEN)
+        end = body.find(_TOOL_CLOSE, inner_start)
+        if end < 0:
+            errors.append(f"tool call #{n + 1}: <tool_call> was opened but never closed with </tool_call>")
+            break
+        n += 1
+        pos = end + len(_TOOL_CLOSE)
+        if n > max_calls:
+            continue  # counted, not read: one error below names the limit
+        if body.find(_TOOL_OPEN, inner_start, end) >= 0:  # searched up to ``end`` only: each character once
+            errors.append(f"tool call #{n}: <tool_call> tags cannot be nested")
+            continue
+        call, error = _decode_call(body[inner_start:end], index=n, max_arguments=max_arguments)
+        if error:
+            errors.append(error)
+        elif call is not None:
+            calls.append(call)
+    if n > max_calls:
+        errors.append(too_many_calls(n, max_calls))
+    if any(_TOOL_CLOSE in part for part in rest):
+        errors.append("a </tool_call> tag appeared without a matching <tool_call>")
+    return "".join(rest), calls, errors
 
 
 def _final_answers(body: str) -> list[str]:

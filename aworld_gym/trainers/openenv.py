@@ -19,7 +19,7 @@ What this server adds to OpenEnv's:
   ``out=`` every episode (a finished one, or one whose client vanished mid-episode: ``policy_error``, void) is
   written as a JSONL record. An env that raises ends its episode as ``env_error`` (an observation with
   ``status: "void"``), and the session goes on with a fresh env at its next reset.
-- **A guarded door** (:mod:`~aworld_gym.trainers.openenv_guard`): a browser's ``Origin`` and a foreign ``Host`` are
+- **A guarded door** (:mod:`~aworld_gym.base.http_guard`): a browser's ``Origin`` and a foreign ``Host`` are
   refused on every route; a token (``Authorization: Bearer <token>``, or HTTP Basic with the token as the password,
   what OpenEnv's client sends for ``http://user:<token>@host:port``) is generated for any bind that is not loopback
   and required on every route but ``/health``.
@@ -54,13 +54,13 @@ from pydantic import ValidationError
 
 import aworld_gym
 from aworld_gym.base.errors import ConfigError
+from aworld_gym.base.http_guard import Guard, Refused, cut, read_body, server_token
 from aworld_gym.core.trajectory import Termination, Trajectory
 from aworld_gym.rollout.envs import env_factory
 from aworld_gym.rollout.pool import EnvPool
 from aworld_gym.rollout.sinks import JSONLSink
 from aworld_gym.rollout.sinks.sink_files import OutputWriteError
 from aworld_gym.rollout.text_episode import TextEpisode, Turn
-from aworld_gym.trainers.openenv_guard import Guard, Refused, cut, read_body, server_token
 from aworld_gym.trainers.openenv_protocol import (
     AWorldAction,
     AWorldObservation,

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from aworld_gym.base.errors import TaskError
+from aworld_gym.base.http_guard import cut
 from aworld_gym.core.task import Task, confine_files
-from aworld_gym.trainers.openenv_guard import cut
 
 
 class AWorldAction(BaseModel):

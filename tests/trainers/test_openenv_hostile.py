@@ -14,7 +14,7 @@ import threading
 import httpx2 as httpx
 import pytest
 
-from aworld_gym.trainers.openenv_guard import server_token
+from aworld_gym.base.http_guard import server_token
 from aworld_gym.trainers.openenv_protocol import ClientTasks
 from tests.helpers import ANSWER, CALL, demo_env_kwargs
 from tests.trainers.test_openenv import in_process, talk

@@ -1,4 +1,5 @@
-"""Who may talk to a served env (``aworld-gym serve-env``), and how much they may send.
+"""Who may talk to what we serve over HTTP (``aworld-gym serve-env``, ``aworld-gym serve-model``), and how much they
+may send.
 
 A served env runs tools (a sandbox, a browser, file readers) on the operator's machine, so its door is guarded on
 every route, WebSocket included:
