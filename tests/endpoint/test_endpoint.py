@@ -240,3 +240,31 @@ def test_serve_model_from_the_command_line_records_an_episode_opened_over_http(t
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _record(prompt, completion):
+    from aworld_gym.endpoint import CallRecord
+
+    return CallRecord("e", list(prompt), list(completion), [-0.1 * (i + 1) for i in range(len(completion))], "stop", "")
+
+
+def test_calls_that_extend_each_other_merge_into_one_sequence_and_others_stay_apart():
+    from aworld_gym.endpoint.merge import merge_calls
+
+    first = _record([1, 2, 3], [10, 11, 99])
+    second = _record([1, 2, 3, 10, 11, 99, 50, 51], [12, 99])  # the reply sent back whole, then a tool result
+    third = _record([1, 2, 3, 10, 11, 99, 50, 51, 12, 99, 60], [13])
+    merged = merge_calls([first, second, third])
+    assert merged.merged
+    (sample,) = merged.samples
+    assert sample.prompt_ids == [1, 2, 3]
+    assert sample.completion_ids == [10, 11, 99, 50, 51, 12, 99, 60, 13]
+    assert sample.mask == [1, 1, 1, 0, 0, 1, 1, 0, 1]
+    assert sample.logprobs == pytest.approx([-0.1, -0.2, -0.3, 0, 0, -0.1, -0.2, 0, -0.1])
+    assert (sample.model_turns, sample.env_turns) == (3, 2)
+    # an agent that rewrote its history (the reply sent back without its end-of-turn id): a new sample
+    rewritten = _record([1, 2, 3, 10, 11, 50, 51], [12])
+    apart = merge_calls([first, rewritten, _record([1, 2, 3, 10, 11, 50, 51, 12, 60], [13])])
+    assert not apart.merged and [s.prompt_ids for s in apart.samples] == [[1, 2, 3], [1, 2, 3, 10, 11, 50, 51]]
+    assert apart.samples[1].completion_ids == [12, 60, 13] and apart.samples[1].mask == [1, 0, 1]
+    assert merge_calls([]).samples == []
