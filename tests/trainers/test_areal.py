@@ -57,7 +57,8 @@ def test_the_workflow_returns_areals_tensors_token_exactly(tiny):
     from areal.utils import stats_tracker
 
     logged = stats_tracker.get("rollout").export()  # what AReaL logs: the episode's void and parse health
-    assert logged["void"] == 0.0 and logged["parse/tool_call_turns"] == 0.5 and logged["parse/failure_turns"] == 0.0
+    assert logged["rollout/void"] == 0.0 and logged["rollout/parse/tool_call_turns"] == 0.5
+    assert logged["rollout/parse/failure_turns"] == 0.0 and logged["rollout/parse/tool_call_turns__count"] == 1
 
 
 def test_a_void_episode_is_rejected_or_zeroed_by_the_void_policy(tiny):
