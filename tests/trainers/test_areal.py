@@ -45,6 +45,9 @@ def test_the_workflow_returns_areals_tensors_token_exactly(tiny):
     flow = AWorldWorkflow(GenerationHyperparameters(max_new_tokens=64, max_tokens=2048), tok, "AWorld/MCP-v0", kwargs)
     assert isinstance(flow, workflow_api.RolloutWorkflow)
     engine = Engine(chat)
+    from areal.utils import stats_tracker
+
+    stats_tracker.get("rollout").export()  # whatever earlier tests of this process logged, cleared
     out = asyncio.run(flow.arun_episode(engine, {"task_id": "add-2"}))
     assert set(out) == {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
     assert all(v.shape[0] == 1 for v in out.values())
@@ -54,8 +57,6 @@ def test_the_workflow_returns_areals_tensors_token_exactly(tiny):
     versions = out["versions"][0].tolist()
     assert {v for v, m in zip(versions, mask, strict=True) if m} == {3} and set(versions[: len(ref.prompt_ids)]) == {-1}
     assert out["rewards"].tolist() == [1.0] and engine.requests[0].gconfig.max_new_tokens == 64
-    from areal.utils import stats_tracker
-
     logged = stats_tracker.get("rollout").export()  # what AReaL logs: the episode's void and parse health
     assert logged["rollout/void"] == 0.0 and logged["rollout/parse/tool_call_turns"] == 0.5
     assert logged["rollout/parse/failure_turns"] == 0.0 and logged["rollout/parse/tool_call_turns__count"] == 1
