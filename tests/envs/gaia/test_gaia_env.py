@@ -4,7 +4,6 @@ import json
 import sys
 
 import gymnasium as gym
-import psutil
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -85,10 +84,19 @@ def test_sample_set_covers_the_styles():
     assert sum(not t.files for t in src) >= 7  # search-only questions
 
 
-def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay_with_no_server(tmp_path):
+def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay_with_no_server(tmp_path, monkeypatch):
     """The sample set solved against its live tools, every call recorded (issue 49); then replayed strictly: the same
-    observations and rewards, and the shared Python server the env holds (settings of its own, so a process of its
-    own) is never started."""
+    observations and rewards, and the shared Python server the env holds is never started (each run's settings give
+    it a server of its own: the live run's starts, the replay's does not)."""
+    from aworld_gym.sandbox.shared import SharedPythonServer
+
+    started, command = [], SharedPythonServer.command
+
+    def spy(self, port):  # the server process is about to start
+        started.append(self.args[self.args.index("--memory-mb") + 1])
+        return command(self, port)
+
+    monkeypatch.setattr(SharedPythonServer, "command", spy)
     cache = {"store": str(tmp_path / "tools.sqlite"), "mode": "replay"}
 
     def run(name: str, **kwargs) -> tuple:
@@ -98,15 +106,14 @@ def test_reference_policy_solves_every_sample_task_and_its_recorded_calls_replay
         records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["task_id"])
         return s, [([t["observation"] for t in r["turns"]], r["reward"]) for r in records]
 
-    live, seen = run("live")
+    live, seen = run("live", memory_mb=1537)
     assert (live.recorded, live.successes) == (32, 32), live.terminations
+    assert "1537" in started
     cache["mode"] = "replay-strict"
     replayed, seen_again = run("replayed", memory_mb=1536)
     assert (replayed.recorded, replayed.successes) == (32, 32), replayed.first_errors
     assert seen_again == seen
-    servers = [p.cmdline() for p in psutil.Process().children(recursive=True) if "aworld_gym.sandbox.server" in
-               " ".join(p.cmdline())]  # fmt: skip
-    assert servers and not [c for c in servers if "1536" in c], servers  # the live run's server only
+    assert "1536" not in started, started
 
 
 def test_episode_prompt_tools_and_final_answer_forms():
