@@ -179,75 +179,69 @@ class TokenEndpoint:
         from starlette.responses import JSONResponse, StreamingResponse
         from starlette.routing import Route
 
-        def error(exc: RequestError) -> JSONResponse:
-            return JSONResponse(exc.body(), status_code=exc.status)
+        def guarded(handler: Any) -> Any:
+            """The route behind the guard; a refusal or a bad request in OpenAI's error shape."""
+
+            async def route(request: Request) -> Any:
+                try:
+                    self.guard.check(request.headers)
+                    return await handler(request)
+                except Refused as exc:
+                    kind = "authentication_error" if exc.status == 401 else "permission_error"
+                    exc = RequestError(str(exc), None, exc.status, kind)
+                    return JSONResponse(exc.body(), status_code=exc.status)
+                except RequestError as exc:
+                    return JSONResponse(exc.body(), status_code=exc.status)
+
+            return route
+
+        async def json_body(request: Request, empty: Any = ...) -> Any:
+            raw = await read_body(request, self.max_body_bytes)
+            if empty is not ... and not raw.strip():
+                return empty
+            try:
+                return json.loads(raw)
+            except (ValueError, RecursionError):
+                raise RequestError("the request body is not valid JSON") from None
 
         async def chat(request: Request) -> Any:
-            try:
-                self.guard.check(request.headers)
-                if "json" not in request.headers.get("content-type", ""):
-                    raise RequestError("the request body must be JSON (Content-Type: application/json)", None, 415)
-                raw = await read_body(request, self.max_body_bytes)
-                try:
-                    body = json.loads(raw)
-                except (ValueError, RecursionError):
-                    raise RequestError("the request body is not valid JSON") from None
-                episode = request.path_params.get("episode") or request.headers.get(EPISODE_HEADER) or None
-                chat_request, _, response = await self.complete(body, episode)
-            except Refused as exc:
-                kind = "authentication_error" if exc.status == 401 else "permission_error"
-                return error(RequestError(str(exc), None, exc.status, kind))
-            except RequestError as exc:
-                return error(exc)
+            if "json" not in request.headers.get("content-type", ""):
+                raise RequestError("the request body must be JSON (Content-Type: application/json)", None, 415)
+            body = await json_body(request)
+            episode = request.path_params.get("episode") or request.headers.get(EPISODE_HEADER) or None
+            chat_request, _, response = await self.complete(body, episode)
             if not chat_request.stream:
                 return JSONResponse(response)
             return StreamingResponse(_chunks(response, chat_request.include_usage), media_type="text/event-stream")
 
         async def open_episode(request: Request) -> Any:
+            body = await json_body(request, empty={})
+            given = body.get("id") if isinstance(body, dict) else ...
+            if given is not None and not isinstance(given, str):
+                raise RequestError("the body must be empty or {'id': a string}", "id")
             try:
-                self.guard.check(request.headers)
-                raw = await read_body(request, self.max_body_bytes)
-                try:
-                    given = json.loads(raw).get("id") if raw.strip() else None
-                except (ValueError, AttributeError, RecursionError):
-                    raise RequestError("the body must be empty or a JSON object {'id': ...}") from None
-                if given is not None and not isinstance(given, str):
-                    raise RequestError("id must be a string", "id")
-                try:
-                    episode, url = self.open_episode(given)
-                except ValueError as exc:
-                    raise RequestError(str(exc), "id", 409, "conflict") from None
-            except Refused as exc:
-                return error(RequestError(str(exc), None, exc.status, "permission_error"))
-            except RequestError as exc:
-                return error(exc)
+                episode, url = self.open_episode(given)
+            except ValueError as exc:
+                raise RequestError(str(exc), "id", 409, "conflict") from None
             return JSONResponse({"id": episode, "base_url": url})
 
         async def close_episode(request: Request) -> Any:
-            try:
-                self.guard.check(request.headers)
-            except Refused as exc:
-                return error(RequestError(str(exc), None, exc.status, "permission_error"))
             episode = request.path_params["episode"]
             if self.episodes.state(episode) != OPEN:
-                return error(RequestError(f"no episode {episode!r} is open", None, 404, "not_found_error"))
+                raise RequestError(f"no episode {episode!r} is open", None, 404, "not_found_error")
             calls = [c.to_dict() for c in self.close_episode(episode)]
             return JSONResponse({"id": episode, "calls": calls})
 
         async def models(request: Request) -> Any:
-            try:
-                self.guard.check(request.headers)
-            except Refused as exc:
-                return error(RequestError(str(exc), None, exc.status, "permission_error"))
             return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model",
                                                              "owned_by": "aworld-gym"}]})  # fmt: skip
 
         return Starlette(routes=[
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/v1/chat/completions", chat, methods=["POST"]),
-            Route("/e/{episode}/v1/chat/completions", chat, methods=["POST"]),
-            Route("/episodes", open_episode, methods=["POST"]),
-            Route("/episodes/{episode}", close_episode, methods=["DELETE"]),
+            Route("/v1/models", guarded(models), methods=["GET"]),
+            Route("/v1/chat/completions", guarded(chat), methods=["POST"]),
+            Route("/e/{episode}/v1/chat/completions", guarded(chat), methods=["POST"]),
+            Route("/episodes", guarded(open_episode), methods=["POST"]),
+            Route("/episodes/{episode}", guarded(close_episode), methods=["DELETE"]),
         ])  # fmt: skip
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
