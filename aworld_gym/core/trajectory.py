@@ -43,10 +43,11 @@ class Termination:
     POLICY_ERROR = "policy_error"  # the model endpoint failed or hung
     ABORT = "abort"  # the inference engine aborted the generation (a weight update, a drained server)
     CACHE_MISS = "cache_miss"  # replay-strict: a tool call's result was never recorded (the tool cache, mcp/cache)
+    AGENT_ERROR = "agent_error"  # an agent program (endpoint.AgentPolicy) raised, or ended without an answer
 
     TRUNCATIONS = (TURN_LIMIT, TOKEN_BUDGET, CONTEXT_LIMIT, LENGTH, TOOL_TIMEOUT, ENV_CRASH, CACHE_MISS)
     VOID = frozenset({ENV_CRASH, ENV_ERROR, POLICY_ERROR, TOOL_TIMEOUT, ABORT, CACHE_MISS})
-    ALL = (ANSWER, *TRUNCATIONS, ENV_ERROR, POLICY_ERROR, ABORT)
+    ALL = (ANSWER, *TRUNCATIONS, ENV_ERROR, POLICY_ERROR, ABORT, AGENT_ERROR)
 
 
 Status = Literal["ok", "failed", "void"]

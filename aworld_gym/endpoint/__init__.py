@@ -9,11 +9,13 @@ OpenAI's request with ``tools`` and ``tool_choice``, streamed or not. The endpoi
 logprobs, the finish reason and the weights version (:class:`~aworld_gym.endpoint.calls.CallRecord`), kept apart per
 episode (:class:`~aworld_gym.endpoint.calls.Episodes`). A call for an episode that has ended is refused and recorded
 nowhere. :class:`TokenEndpoint` serves it in-process (tests, a driver); ``aworld-gym serve-model`` from the command
-line.
+line. :class:`AgentPolicy` runs an agent program as the policy of an episode (:mod:`aworld_gym.endpoint.agents`).
 """
 
+from aworld_gym.endpoint.agents import AgentContext, AgentPolicy
 from aworld_gym.endpoint.backends import Backend, Generated, HFBackend
 from aworld_gym.endpoint.calls import CallRecord, Episodes
 from aworld_gym.endpoint.server import TokenEndpoint
 
-__all__ = ["Backend", "CallRecord", "Episodes", "Generated", "HFBackend", "TokenEndpoint"]
+__all__ = ["AgentContext", "AgentPolicy", "Backend", "CallRecord", "Episodes", "Generated", "HFBackend",
+           "TokenEndpoint"]  # fmt: skip

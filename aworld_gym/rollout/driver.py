@@ -142,7 +142,9 @@ async def _drive(
                 _overflow(traj, context.overflow_reward if context is not None else 0.0, error_text(exc))
                 break
             except Exception as exc:  # noqa: BLE001 - a failing or hung policy ends its own episode only
-                traj.end(Termination.POLICY_ERROR, error=error_text(exc))
+                # an exception may name its ending (an agent program's own failure: agent_error); else policy_error
+                kind = getattr(exc, "termination", None)
+                traj.end(kind if kind in Termination.ALL else Termination.POLICY_ERROR, error=error_text(exc))
                 break
             p1 = time.perf_counter()
             timings["policy_s"] += p1 - p0
@@ -166,8 +168,23 @@ async def _drive(
                 shots.save(len(traj.turns), await face.render(unwrapped))
     except Exception as exc:  # noqa: BLE001 - an env failure is recorded, not raised
         traj.end(Termination.ENV_ERROR, error=error_text(exc))
+    await _finish(policy, unwrapped, traj)
     timings["total_s"] = time.perf_counter() - t0
     return traj
+
+
+async def _finish(policy: Any, env: Any, traj: Trajectory) -> None:
+    """A policy's ``finish_episode(env, traj)`` (sync or async), once its episode ended however it ended: an agent
+    program's calls closed and its tokens attached (``endpoint.AgentPolicy``). Its failure is kept, never raised."""
+    finish = getattr(policy, "finish_episode", None)
+    if finish is None:
+        return
+    try:
+        result = finish(env, traj)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:  # noqa: BLE001 - the episode is over; what failed is recorded with it
+        traj.extra["finish_error"] = error_text(exc)
 
 
 async def _token_action(face: _SyncFace, track: TokenTrack, mode: TokenMode, traj: Trajectory) -> Action | None:

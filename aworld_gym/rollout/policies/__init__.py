@@ -22,7 +22,9 @@ from aworld_gym.core.actions import Action
 class Policy(Protocol):
     """Maps the current observation to the model's next action: its raw text, or an
     :class:`~aworld_gym.core.actions.Action` (text, the endpoint's parsed tool calls, the sample with token ids,
-    logprobs and model version). ``aact`` is used on the async face when the policy has one."""
+    logprobs and model version). ``aact`` is used on the async face when the policy has one. A policy with
+    ``finish_episode(env, traj)`` (sync or async) has it called once when an episode it acted in ended, however it
+    ended (``aworld_gym.endpoint.AgentPolicy`` closes its agent's calls there and attaches their tokens)."""
 
     name: str
 
