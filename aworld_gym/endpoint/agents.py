@@ -26,6 +26,7 @@ from typing import Any
 
 from aworld_gym.core.actions import Action
 from aworld_gym.core.trajectory import Termination, Trajectory
+from aworld_gym.endpoint.bridge import ToolBridge
 from aworld_gym.endpoint.merge import merge_calls
 from aworld_gym.endpoint.server import TokenEndpoint
 
@@ -47,6 +48,7 @@ class AgentContext:
     api_key: str
     model: str
     call_tool: Callable[[str, dict[str, Any]], Awaitable[str]]
+    mcp_config: dict[str, Any] | None = None  # the same tools as an MCP server (``endpoint.bridge``)
 
 
 AgentProgram = Callable[[AgentContext], Awaitable[str | None]]
@@ -83,16 +85,29 @@ class AgentPolicy:
         endpoint: the serving :class:`~aworld_gym.endpoint.server.TokenEndpoint` its model calls go to.
         model: the model name the agent is told (default the endpoint's).
         api_key: what the agent sends as its key (the endpoint's token when it has one).
+        mcp: also give each agent the env's tools as an MCP server (``ctx.mcp_config``; one streamable-HTTP server
+            on 127.0.0.1 for the policy, :class:`~aworld_gym.endpoint.bridge.ToolBridge`). ``close()`` stops it.
     """
 
     name = "agent"
 
     def __init__(self, agent: AgentProgram, endpoint: TokenEndpoint, *, model: str | None = None,
-                 api_key: str | None = None) -> None:  # fmt: skip
+                 api_key: str | None = None, mcp: bool = True) -> None:  # fmt: skip
         self.agent, self.endpoint = agent, endpoint
         self.model = model or endpoint.model_name
         self.api_key = api_key or endpoint.guard.token or "unused"
+        self.bridge = ToolBridge() if mcp else None
         self._runs: dict[int, _Run] = {}
+
+    def close(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
+
+    def __enter__(self) -> AgentPolicy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def act(self, env: Any, observation: str, info: dict[str, Any]) -> str:
         raise RuntimeError("an agent program runs on the async face: collect(), stream() or await arun_episode()")
@@ -120,8 +135,14 @@ class AgentPolicy:
     def _start(self, env: Any, observation: str) -> _Run:
         episode, base_url = self.endpoint.open_episode()
         run = _Run(episode, getattr(env, "episode", None))
-        ctx = AgentContext(task=observation, system_prompt=getattr(env, "system_prompt", None), tools=list(env.tools),
-                           base_url=base_url, api_key=self.api_key, model=self.model, call_tool=run.call_tool)  # fmt: skip
+        tools = list(env.tools)
+        config = None
+        if self.bridge is not None:
+            self.bridge.register(episode, tools, run.call_tool, asyncio.get_running_loop())
+            config = self.bridge.mcp_config(episode)
+        ctx = AgentContext(task=observation, system_prompt=getattr(env, "system_prompt", None), tools=tools,
+                           base_url=base_url, api_key=self.api_key, model=self.model, call_tool=run.call_tool,
+                           mcp_config=config)  # fmt: skip
         run.task = asyncio.ensure_future(run.run(self.agent, ctx))
         self._runs[id(env)] = run
         return run
@@ -130,6 +151,8 @@ class AgentPolicy:
         run = self._runs.pop(id(env), None)
         if run is None:
             return
+        if self.bridge is not None:
+            self.bridge.unregister(run.episode)
         if run.task is not None and not run.task.done():
             run.task.cancel()  # the env ended the episode first: the agent stops here
             await asyncio.gather(run.task, return_exceptions=True)

@@ -156,3 +156,41 @@ def test_the_real_sampler_behind_an_agent_gives_a_token_exact_trajectory(tiny, t
         n = len(sample["completion_ids"])
         assert n >= 1 and len(sample["logprobs"]) == len(sample["mask"]) == n and sample["mask"][0] == 1
         assert all(lp <= 0 for lp in sample["logprobs"])
+
+
+def test_an_agent_given_the_env_tools_as_an_mcp_config_plays_through_an_mcp_client(tiny, tmp_path):
+    """The env's tools as an MCP server (the ``mcp_config`` an agent like AWorld's takes): a real MCP client over
+    streamable HTTP lists them and calls one, which is the episode's turn; without the episode's header, or after
+    the episode, the server refuses."""
+    from aworld_gym.base.calls import ToolCall
+    from aworld_gym.mcp.hub import ToolHub
+
+    seen = {}
+
+    async def mcp_agent(ctx):
+        seen["config"] = ctx.mcp_config
+        hub = ToolHub(ctx.mcp_config)
+        try:
+            await hub.astart()
+            seen["tools"] = sorted(hub.tool_names)
+            i = re.findall(r"What is (\d+) \+ 1", ctx.task)[-1]
+            (result,) = await hub.acall([ToolCall(name="add", arguments={"a": int(i), "b": 1})])
+            return result.text
+        finally:
+            await hub.aclose()
+
+    out = tmp_path / "mcp.jsonl"
+    with calculator(tiny) as endpoint, AgentPolicy(mcp_agent, endpoint) as policy:
+        collect("AWorld/MCP-v0", policy, episodes=2, concurrency=2, progress=False, sink=out,
+                env_kwargs=demo_env_kwargs(2))  # fmt: skip
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["status"] for r in records] == ["ok", "ok"], [
+            (r["termination"], r.get("error"), r["turns"]) for r in records
+        ]
+        assert all(r["turns"][0]["tool_calls"][0]["name"] == "add" for r in records)  # a turn of the env
+        assert "add" in seen["tools"] and "multiply" in seen["tools"]  # the env's own tools, listed over MCP
+        ended = ToolHub(seen["config"])  # the last episode's config, after its episode: refused
+        with pytest.raises(Exception, match="no open episode"):
+            ended.start()
+            ended.call([ToolCall(name="add", arguments={"a": 1, "b": 1})])
+        ended.close()
