@@ -165,6 +165,7 @@ class AgentPolicy:
         elif merged.samples:
             traj.extra["token_samples"] = [s.to_dict() for s in merged.samples]
         traj.extra["agent"] = {"endpoint_episode": run.episode, "calls": len(calls), "merged": merged.merged,
+                               "continued": sum(c.continued for c in calls),
                                "weights_versions": sorted({c.weights_version for c in calls if c.weights_version
                                                            is not None})}  # fmt: skip
 

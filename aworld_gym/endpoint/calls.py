@@ -23,7 +23,9 @@ class CallRecord:
     ``prompt_ids``: the rendered request (the chat template with the request's tools and the generation prompt);
     ``completion_ids``: the ids as sampled (the end-of-turn token included when sampled; cut at a ``stop`` string
     when the request gave one); ``logprobs``: one per completion id; ``text``: the completion as decoded;
-    ``finish_reason``: OpenAI's (``stop``, ``length``, ``tool_calls``); ``weights_version``: the backend's.
+    ``finish_reason``: OpenAI's (``stop``, ``length``, ``tool_calls``); ``weights_version``: the backend's;
+    ``continued``: the prompt ids continue the episode's previous call (its prompt and sampled ids) rather than a
+    new rendering (:mod:`aworld_gym.endpoint.continuation`).
     """
 
     episode: str | None
@@ -36,6 +38,7 @@ class CallRecord:
     tool_calls: int = 0
     created: float = field(default_factory=time.time)
     latency_s: float = 0.0
+    continued: bool = False  # the prompt continues the episode's last call's sampled ids (endpoint.continuation)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,6 +26,7 @@ from aworld_gym.endpoint.backends import Backend, Generated, Sampling
 from aworld_gym.endpoint.calls import ENDED, OPEN, UNKNOWN, CallRecord, Episodes
 from aworld_gym.endpoint.chat import ChatRequest, RequestError, parse_request, prompt_ids
 from aworld_gym.endpoint.completion import parse_completion
+from aworld_gym.endpoint.continuation import Continuations
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class TokenEndpoint:
         self.guard = Guard(token, None, allowed_origins, allowed_hosts)
         self.max_body_bytes = max_body_bytes
         self.episodes = Episodes()
+        self.continuations = Continuations(self.tokenizer, self.chat_template_kwargs)
         self.refused = 0  # calls for an episode that had ended: answered 410, kept nowhere
         self.eos_id = self.tokenizer.eos_token_id
         self._out = Path(out) if out else None
@@ -78,6 +80,7 @@ class TokenEndpoint:
 
     def close_episode(self, episode: str) -> list[CallRecord]:
         """End an episode: its calls, in order (later calls naming it are refused)."""
+        self.continuations.forget(episode)
         return self.episodes.close(episode)
 
     def base_url(self, episode: str | None = None) -> str:
@@ -96,7 +99,8 @@ class TokenEndpoint:
                 self.refused += 1
                 raise RequestError(f"episode {episode!r} has ended: its calls are closed", None, 410, "episode_ended")
         request = parse_request(body)
-        ids = prompt_ids(self.tokenizer, request, self.chat_template_kwargs)
+        continued = self.continuations.prompt(episode, request)
+        ids = continued if continued is not None else prompt_ids(self.tokenizer, request, self.chat_template_kwargs)
         room = self._room(len(ids))
         want = request.max_tokens or self.max_tokens
         sampling = Sampling(max_tokens=min(want, room),
@@ -113,11 +117,12 @@ class TokenEndpoint:
         finish = "tool_calls" if parsed.tool_calls else ("stop" if cut else generated.finish_reason)
         record = CallRecord(episode, ids, completion.ids, completion.logprobs, finish, text,
                             getattr(self.backend, "weights_version", None), len(parsed.tool_calls),
-                            latency_s=time.perf_counter() - start)  # fmt: skip
+                            latency_s=time.perf_counter() - start, continued=continued is not None)  # fmt: skip
         if episode is not None and not self.episodes.add(record):  # it ended while this call ran
             self.refused += 1
             raise RequestError(f"episode {episode!r} ended while this call ran", None, 410, "episode_ended")
         self._write(record)
+        self.continuations.keep(episode, request, ids, completion.ids if not cut else [], parsed.message())
         response = {
             "id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "created": int(time.time()),
             "model": request.model or self.model_name,

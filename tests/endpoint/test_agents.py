@@ -88,13 +88,20 @@ def test_the_sdk_tool_loop_plays_episodes_its_calls_are_turns_and_its_tokens_are
         assert call["tool_results"][0]["text"] == f"{i + 1}.0" and answer["reward"] == 1.0
         agent = r["agent"]
         assert agent["calls"] == 2 and agent["weights_versions"] == [3]
-        # two model calls: the SDK sends the call back as the template renders it, not as sampled, so each is a
-        # sample of its own, token-exact (its sampled ids, mask 1, then its prompt is the template's)
-        samples = r["token_samples"]
-        assert not agent["merged"] and len(samples) == 2
-        assert tok.decode(samples[0]["completion_ids"][:-1]).startswith("<tool_call>")
-        assert samples[1]["mask"] == [1] * len(samples[1]["completion_ids"]) and set(samples[1]["logprobs"]) == {-0.25}
-        assert f"<tool_response>\n{i + 1}.0\n</tool_response>" in tok.decode(samples[1]["prompt_ids"])
+        # the SDK sent its conversation back unchanged: the second call continues the ids of the first (not the
+        # template's re-rendering of its tool call), so the episode is one sequence: the first call's ids, the tool's
+        # result as the template continues after the end-of-turn token (mask 0), the second call's ids
+        assert agent["merged"] and agent["continued"] == 1 and "token_samples" not in r
+        tokens = r["tokens"]
+        first = len(tok.encode(f'<tool_call>\n{{"name": "add", "arguments": {{"a": {i}, "b": 1}}}}\n</tool_call>',
+                               add_special_tokens=False)) + 1  # fmt: skip
+        second = len(tok.encode(f"{i + 1}.0", add_special_tokens=False)) + 1
+        mask = tokens["mask"]
+        assert mask[:first] == [1] * first and mask[-second:] == [1] * second and sum(mask) == first + second
+        between = [t for t, m in zip(tokens["completion_ids"], mask, strict=True) if m == 0]
+        assert f"<tool_response>\n{i + 1}.0\n</tool_response>" in tok.decode(between)
+        assert [lp for lp, m in zip(tokens["logprobs"], mask, strict=True) if m] == [-0.25] * (first + second)
+        assert tok.decode(tokens["completion_ids"][:first]).startswith("<tool_call>")
 
 
 def test_an_agent_that_raises_answers_nothing_hangs_or_outlives_its_episode(tiny, tmp_path):

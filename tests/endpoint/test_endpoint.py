@@ -268,3 +268,24 @@ def test_calls_that_extend_each_other_merge_into_one_sequence_and_others_stay_ap
     assert not apart.merged and [s.prompt_ids for s in apart.samples] == [[1, 2, 3], [1, 2, 3, 10, 11, 50, 51]]
     assert apart.samples[1].completion_ids == [12, 60, 13] and apart.samples[1].mask == [1, 0, 1]
     assert merge_calls([]).samples == []
+
+
+def test_a_call_that_sends_the_conversation_back_unchanged_continues_the_sampled_ids(tiny):
+    from aworld_gym.rollout.tokens import ChatTokens
+
+    with scripted(tiny, ["ok then"]) as endpoint:
+        episode, url = endpoint.open_episode()
+        client = openai.OpenAI(base_url=url, api_key="x")
+        hi = [{"role": "user", "content": "hi"}]
+        client.chat.completions.create(model="m", messages=hi)
+        back = [*hi, {"role": "assistant", "content": "ok then"}, {"role": "user", "content": "more"}]
+        client.chat.completions.create(model="m", messages=back)
+        rewritten = [*hi, {"role": "assistant", "content": "OK THEN"}, {"role": "user", "content": "more"}]
+        client.chat.completions.create(model="m", messages=rewritten)
+        first, second, third = endpoint.close_episode(episode)
+    chat = ChatTokens(endpoint.tokenizer)
+    assert not first.continued and second.continued and not third.continued
+    # the prompt: the first call's prompt, its sampled ids (end-of-turn token included), the new turn as the
+    # template continues after that token; the rewritten history is rendered whole
+    assert second.prompt_ids == first.prompt_ids + first.completion_ids + chat.env_turn_ids(back[2:])
+    assert third.prompt_ids == chat.prompt_ids(rewritten)
