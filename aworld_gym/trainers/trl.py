@@ -198,26 +198,9 @@ class AWorldRolloutFunc:
         if self._chat is None or self._chat.tokenizer is not tok:
             self._chat = ChatTokens(tok, getattr(trainer, "chat_template_kwargs", None))
         chat = self._chat
-        if self.make_generate is not None:
-            generate = self.make_generate(trainer)
-        elif getattr(trainer, "use_vllm", False):
-            generate = vllm_generate(trainer)
-        else:
-            generate = hf_generate(trainer)
-        budget = int(trainer.max_completion_length)
         options = [self._task_of(p) for p in prompts]
         keys = group_keys(prompts, getattr(trainer, "num_generations", None))
-        accelerator = getattr(trainer, "accelerator", None)
-        limit = self.max_model_len or model_len(trainer)
-
-        def mode(gen: Callable[..., Any]) -> TokenMode:
-            return TokenMode(chat, gen, budget, max_new_tokens=self.max_new_tokens, max_model_len=limit,
-                             overflow_reward=self.overflow_reward)  # fmt: skip
-
-        trajectories = run_token_batch(
-            self.pool, options, mode, generate, envs=self.envs, env_id=self.env_id, groups=keys,
-            retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n), watch=self.overflow,
-        )  # fmt: skip
+        trajectories = self._episodes(trainer, chat, options, keys)
         self.last_trajectories = trajectories
         collector = GroupCollector(group_hooks(self.pool.peek()), self.void_policy)
         for key in keys:
@@ -227,6 +210,28 @@ class AWorldRolloutFunc:
         self._watch(trajectories, trainer)
         _log_void(trainer, trajectories, self.health)
         return batch_of(trajectories, chat, prompts, keys)
+
+    def _episodes(self, trainer: Any, chat: ChatTokens, options: list[dict[str, Any]], keys: list[Any]
+                  ) -> list[Trajectory]:  # fmt: skip
+        """One token-mode episode per prompt (``options``: each one's reset options; ``keys``: its GRPO group)."""
+        if self.make_generate is not None:
+            generate = self.make_generate(trainer)
+        elif getattr(trainer, "use_vllm", False):
+            generate = vllm_generate(trainer)
+        else:
+            generate = hf_generate(trainer)
+        budget = int(trainer.max_completion_length)
+        accelerator = getattr(trainer, "accelerator", None)
+        limit = self.max_model_len or model_len(trainer)
+
+        def mode(gen: Callable[..., Any]) -> TokenMode:
+            return TokenMode(chat, gen, budget, max_new_tokens=self.max_new_tokens, max_model_len=limit,
+                             overflow_reward=self.overflow_reward)  # fmt: skip
+
+        return run_token_batch(
+            self.pool, options, mode, generate, envs=self.envs, env_id=self.env_id, groups=keys,
+            retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n), watch=self.overflow,
+        )  # fmt: skip
 
     def _watch(self, trajectories: list[Trajectory], trainer: Any) -> None:
         """Count the batch into the run's parse health (its alarm may fire) and append its records to ``out``,
