@@ -11,11 +11,11 @@ told, and a request naming no open episode is refused. ``tools/list`` gives the 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from aworld_gym.endpoint.threaded import ThreadedServer
 
 HEADER = "x-aworld-episode"
 
@@ -31,8 +31,7 @@ class ToolBridge:
         self._episodes: dict[str, tuple[list[dict[str, Any]], Callable[..., Awaitable[str]], Any]] = {}
         self._lock = threading.Lock()
         self.url: str | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._threaded = ThreadedServer("aworld-gym-tool-bridge")
 
     def register(self, episode: str, tools: list[dict[str, Any]], call: Callable[..., Awaitable[str]],
                  loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
@@ -88,26 +87,9 @@ class ToolBridge:
         return Server("aworld-gym-env", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
     def _start(self) -> None:
-        import uvicorn
-
         app = self._build().streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name="aworld-gym-tool-bridge")  # fmt: skip
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the tool bridge did not start")
-            time.sleep(0.01)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.url = self._threaded.start(app, "127.0.0.1", 0, lifespan="on")
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        self._threaded.stop()
         self.url = None

@@ -27,6 +27,7 @@ from aworld_gym.endpoint.calls import ENDED, OPEN, UNKNOWN, CallRecord, Episodes
 from aworld_gym.endpoint.chat import ChatRequest, RequestError, parse_request, prompt_ids
 from aworld_gym.endpoint.completion import parse_completion
 from aworld_gym.endpoint.continuation import Continuations
+from aworld_gym.endpoint.threaded import ThreadedServer
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,7 @@ class TokenEndpoint:
         self._out = Path(out) if out else None
         self._out_lock = threading.Lock()
         self.url: str | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._threaded = ThreadedServer("aworld-gym-endpoint")
 
     # ----- episodes --------------------------------------------------------------------------------------
     def open_episode(self, episode: str | None = None) -> tuple[str, str]:
@@ -251,25 +251,7 @@ class TokenEndpoint:
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve in a thread of this process (uvicorn); returns the root URL (``base_url()`` adds ``/v1``)."""
-        import socket
-
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name="aworld-gym-endpoint")  # fmt: skip
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the endpoint did not start")
-            time.sleep(0.01)
-        shown = f"[{host}]" if ":" in host else host
-        self.url = f"http://{shown}:{sock.getsockname()[1]}"
+        self.url = self._threaded.start(self.app(), host, port)
         return self.url
 
     def serve(self, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -281,11 +263,7 @@ class TokenEndpoint:
         uvicorn.run(self.app(), host=host, port=port, log_level="warning", lifespan="off", timeout_keep_alive=30)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        self._threaded.stop()
 
     def __enter__(self) -> TokenEndpoint:
         if self.url is None:

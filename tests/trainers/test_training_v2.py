@@ -18,7 +18,7 @@ from aworld_gym.rollout.stream import stream
 from aworld_gym.rollout.tokens import ChatTokens
 from aworld_gym.trainers.trl import env_reward, make_rollout_func, task_dataset
 from tests.helpers import ANSWER, CALL, CRASH, TextScript, demo_env_kwargs, scripted_tokens
-from tests.trainers.test_trl import RecordingTrainer, batch_rows, config
+from tests.trainers.test_trl import RecordingTrainer, batch_rows, config, recorded
 
 
 def turn_of(chat, ids):
@@ -95,13 +95,7 @@ def test_void_samples_are_masked_in_a_real_trl_grpo_step(tiny, tmp_path):
     chat = ChatTokens(tok)
     kwargs = demo_env_kwargs(4, "stdio")
     rf = make_rollout_func("AWorld/MCP-v0", generate=KillsHalf(chat), out=tmp_path / "train.jsonl", **kwargs)
-    seen = []
-    inner = rf.__call__
-
-    def record(prompts, trainer):
-        out = inner(prompts, trainer)
-        seen.extend(rf.last_trajectories)
-        return out
+    record, seen = recorded(rf)
 
     def right_answer(completions, score=None, weight=None, **_):  # varies within a group: wrong vs right answers
         return [None if w == 0 else float(s or 0.0) for s, w in zip(score, weight, strict=True)]

@@ -88,6 +88,19 @@ class RecordingTrainer(GRPOTrainer):
         return super().compute_loss(model, inputs, *a, **kw)
 
 
+def recorded(rollout_func):
+    """``(rollout_func wrapped, the trajectories of every batch it ran)``."""
+    seen = []
+    inner = rollout_func.__call__
+
+    def record(prompts, trainer):
+        out = inner(prompts, trainer)
+        seen.extend(rollout_func.last_trajectories)
+        return out
+
+    return record, seen
+
+
 def snapshot(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 

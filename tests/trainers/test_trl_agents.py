@@ -14,20 +14,14 @@ from aworld_gym.trainers.trl import task_dataset
 from aworld_gym.trainers.trl_agents import make_agent_rollout_func
 from tests.endpoint.test_agents import sdk_loop
 from tests.helpers import demo_env_kwargs
-from tests.trainers.test_trl import RecordingTrainer, batch_rows, changed, config, snapshot
+from tests.trainers.test_trl import RecordingTrainer, batch_rows, changed, config, recorded, snapshot
 
 
 def test_a_grpo_step_trains_the_model_behind_an_unmodified_sdk_agent(tiny, tmp_path):
     model, tok = AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny)
     kwargs = demo_env_kwargs(4)
     rf = make_agent_rollout_func("AWorld/MCP-v0", sdk_loop, max_tokens=12, out=tmp_path / "train.jsonl", **kwargs)
-    seen = []
-    inner = rf.__call__
-
-    def record(prompts, trainer):
-        out = inner(prompts, trainer)
-        seen.extend(rf.last_trajectories)
-        return out
+    record, seen = recorded(rf)
 
     def varied(completions, **_):  # 0, 1 in each group of two: GRPO has an advantage to follow
         return [float(i % 2) for i in range(len(completions))]
