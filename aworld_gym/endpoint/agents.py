@@ -1,6 +1,6 @@
 """An agent program as the policy of an episode: the agent runs its own loop, and every tool call it makes is a turn.
 
-``AgentPolicy(agent, endpoint)`` is a policy like any other (``collect``, ``stream``, the engines), so the episode
+``AgentPolicy(agent, endpoint)`` is a policy like any other (``collect``, ``stream``; the in-process engine), so the episode
 driver, its statuses and the recorder are the ones every policy gets. Per episode the agent program,
 ``agent(ctx) -> answer``, runs as a task of its own with an :class:`AgentContext`: the task as the env words it, the
 env's tools (OpenAI schemas) and ``ctx.call_tool(name, arguments)``, which makes the call one turn of the episode
