@@ -45,7 +45,7 @@ class CallRecord:
 
 
 class Episodes:
-    """The episodes a endpoint serves and the calls of each (thread-safe: the server and the driver share it)."""
+    """The episodes an endpoint serves and the calls of each (thread-safe: the server and the driver share it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

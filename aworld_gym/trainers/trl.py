@@ -207,9 +207,10 @@ class AWorldRolloutFunc:
             collector.expect(key)
         for key, traj in zip(keys, trajectories, strict=True):
             collector.add(key, traj)
-        self._watch(trajectories, trainer)
+        records = [t.to_record() for t in trajectories]  # serialised once: for the health, ``out`` and the batch
+        self._watch(records, trainer)
         _log_void(trainer, trajectories, self.health)
-        return batch_of(trajectories, chat, prompts, keys)
+        return batch_of(trajectories, chat, prompts, keys, records)
 
     def _episodes(self, trainer: Any, chat: ChatTokens, options: list[dict[str, Any]], keys: list[Any]
                   ) -> list[Trajectory]:  # fmt: skip
@@ -233,16 +234,15 @@ class AWorldRolloutFunc:
             retry_void=self.retry_void, any_active=lambda n: self._any_active(accelerator, n), watch=self.overflow,
         )  # fmt: skip
 
-    def _watch(self, trajectories: list[Trajectory], trainer: Any) -> None:
-        """Count the batch into the run's parse health (its alarm may fire) and append its records to ``out``,
+    def _watch(self, records: list[dict[str, Any]], trainer: Any) -> None:
+        """Count the batch's records into the run's parse health (its alarm may fire) and append them to ``out``,
         each with the trainer's step (``train_step``); a failed write is logged once, training goes on."""
         step = getattr(getattr(trainer, "state", None), "global_step", None)
-        for traj in trajectories:
-            record = traj.to_record()
+        for record in records:
             self.health.add(record)
             if self._out is not None and self._out.failed is None:
                 if step is not None:
-                    record["train_step"] = int(step)
+                    record = {**record, "train_step": int(step)}
                 try:
                     self._out.write(record)
                 except OutputWriteError as exc:
@@ -270,14 +270,20 @@ def model_len(trainer: Any) -> int | None:
 
 
 def batch_of(
-    trajectories: list[Trajectory], chat: ChatTokens, prompts: Sequence[Any], keys: Sequence[Any] | None = None
+    trajectories: list[Trajectory],
+    chat: ChatTokens,
+    prompts: Sequence[Any],
+    keys: Sequence[Any] | None = None,
+    records: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """TRL's rollout batch: the token data (a masked, void sample: every completion token has ``env_mask`` 0) and the
     Trajectory's fields for the reward functions (``weight`` 0 makes :func:`env_reward` return ``None``); ``keys``:
-    each sample's GRPO group (a masked sample's ``reward`` is its own group's live mean; default: one group)."""
+    each sample's GRPO group (a masked sample's ``reward`` is its own group's live mean; default: one group);
+    ``records``: the trajectories' records when already made."""
     out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
     rewards = rewards_by_group(keys if keys is not None else [0] * len(trajectories), trajectories)
-    for traj, prompt, reward in zip(trajectories, prompts, rewards, strict=True):
+    records = records if records is not None else [t.to_record() for t in trajectories]
+    for traj, prompt, reward, record in zip(trajectories, prompts, rewards, records, strict=True):
         tokens = traj.tokens
         prompt_ids = list(tokens.prompt_ids) if tokens is not None else []
         completion = list(tokens.completion_ids) if tokens is not None else []
@@ -293,8 +299,7 @@ def batch_of(
         out["completion_ids"].append(completion)
         out["logprobs"].append(logprobs)
         out["env_mask"].append(mask)
-        rec = traj.to_record()
-        rec["reward"] = reward
+        rec = {**record, "reward": reward}
         for key in EXTRA_FIELDS:
             out.setdefault(key, []).append(rec.get(key))
     return out
